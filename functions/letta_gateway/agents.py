@@ -1,0 +1,323 @@
+"""The only module that talks to Letta (through letta-client).
+
+Responses are read as raw JSON (the shapes in the Letta API reference) rather than SDK models: the pure translation
+works on plain dicts, and no per-message model objects are built. letta-client errors become domain errors here.
+Clients are created lazily, one per event loop (Mangum may run invocations on different loops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .errors import (
+    Conflict,
+    GatewayError,
+    InvalidRequest,
+    ModelNotFound,
+    NotFound,
+    RateLimited,
+    UpstreamError,
+)
+from .settings import Settings
+
+ClientFactory = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    id: str
+    name: str
+    created: int
+
+
+class AgentPendingApproval(Conflict):
+    """Letta refused a new message because the agent waits for tool results."""
+
+    code = "agent_pending_approval"
+
+
+class LettaNotFound(NotFound):
+    pass
+
+
+class ResultUnknown(UpstreamError):
+    """The request may have reached Letta (timeout or connection lost after sending)."""
+
+
+class LettaTimeout(ResultUnknown):
+    status_code = 504
+    code = "upstream_timeout"
+
+
+class NotSent(UpstreamError):
+    """The request never reached Letta (connection refused, connect timeout)."""
+
+    code = "upstream_unavailable"
+
+
+def _detail(body: object) -> tuple[str, dict[str, Any]]:
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, dict):
+        return str(detail.get("message") or detail), detail
+    if isinstance(detail, list):
+        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail), {}
+    return (str(detail) if detail is not None else ""), {}
+
+
+def map_error(error: BaseException) -> GatewayError:
+    """A letta-client or httpx exception as a domain error."""
+    import httpx
+    import letta_client
+
+    if isinstance(error, GatewayError):
+        return error
+    if isinstance(error, letta_client.APIStatusError):
+        status = error.status_code
+        message, detail = _detail(error.body)
+        message = message[:500]
+        retry_after = error.response.headers.get("retry-after")
+        if status == 409:
+            if detail.get("code") == "PENDING_APPROVAL" or "waiting for approval" in message:
+                return AgentPendingApproval(
+                    "The agent is waiting for the results of tool calls it made earlier. Send those results as "
+                    "role 'tool' messages after the assistant message that holds the tool calls."
+                )
+            return Conflict(
+                f"The Letta agent is busy: {message}", code="agent_busy", headers={"Retry-After": retry_after or "2"}
+            )
+        if status == 404:
+            return LettaNotFound(message or "Not found in Letta.")
+        if status == 429:
+            return RateLimited(
+                "Letta is rate limiting requests; retry later.", headers={"Retry-After": retry_after or "5"}
+            )
+        if status in (401, 403):
+            return UpstreamError(
+                "Letta rejected the gateway's credentials (check LETTA_API_KEY).", code="upstream_auth"
+            )
+        if 400 <= status < 500:
+            return InvalidRequest(f"Letta rejected the request: {message}", code="letta_rejected")
+        return UpstreamError(f"Letta failed with HTTP {status}.")
+    if isinstance(error, letta_client.APIConnectionError):
+        cause = error.__cause__
+        if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
+            return NotSent("Could not connect to Letta.")
+        if isinstance(error, letta_client.APITimeoutError):
+            return LettaTimeout("Letta did not answer in time.")
+        return ResultUnknown("The connection to Letta failed.", code="upstream_unavailable")
+    if isinstance(error, httpx.TimeoutException):
+        return LettaTimeout("Letta stopped sending in time.")
+    if isinstance(error, httpx.HTTPError):
+        return ResultUnknown("The connection to Letta was lost.", code="upstream_unavailable")
+    return UpstreamError("Unexpected failure talking to Letta.")
+
+
+class LettaStream:
+    """An open Letta SSE stream: events as dicts, `[DONE]` ends it."""
+
+    def __init__(self, context: Any, response: Any) -> None:
+        self._context = context
+        self._response = response
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for line in self._response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    raise UpstreamError("Letta sent a malformed stream event.", code="upstream_malformed") from None
+                if isinstance(event, dict):
+                    yield event
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+        raise ResultUnknown("Letta's stream ended before it was complete.", code="upstream_incomplete")
+
+    async def aclose(self) -> None:
+        await self._context.__aexit__(None, None, None)
+
+
+def _epoch(value: object) -> int:
+    if isinstance(value, str):
+        try:
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            return 0
+    return 0
+
+
+def _agent(data: dict[str, Any]) -> AgentInfo:
+    return AgentInfo(id=data["id"], name=data.get("name") or data["id"], created=_epoch(data.get("created_at")))
+
+
+class LettaAgents:
+    def __init__(
+        self,
+        settings: Settings,
+        client_factory: ClientFactory | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._factory = client_factory or self._default_client
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._api_key: str | None = settings.letta_api_key
+        self._clock = clock
+        self._directory: tuple[float, list[AgentInfo]] | None = None
+        self._resolved: dict[str, tuple[float, AgentInfo]] = {}
+
+    def set_api_key(self, api_key: str | None) -> None:
+        if api_key != self._api_key:
+            self._api_key = api_key
+            self._clients = weakref.WeakKeyDictionary()
+
+    def _default_client(self) -> Any:
+        import httpx
+        from letta_client import AsyncLetta
+
+        return AsyncLetta(
+            base_url=self.settings.letta_base_url,
+            api_key=self._api_key or "local-letta-server",
+            max_retries=0,
+            timeout=httpx.Timeout(self.settings.letta_timeout_seconds, connect=10.0),
+        )
+
+    @property
+    def client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = self._factory()
+        return client
+
+    def _reader(self) -> Any:
+        """Reads are safe to retry."""
+        return self.client.with_options(max_retries=2)
+
+    # ------------------------------------------------------------------------------------------ directory
+
+    async def list_agents(self) -> list[AgentInfo]:
+        now = self._clock()
+        if self._directory is not None and self._directory[0] > now:
+            return self._directory[1]
+        agents: list[AgentInfo] = []
+        after: str | None = None
+        try:
+            while True:
+                params: dict[str, Any] = {"limit": 100}
+                if after:
+                    params["after"] = after
+                raw = await self._reader().agents.with_raw_response.list(**params)
+                page = await raw.json()
+                items = page if isinstance(page, list) else page.get("items") or page.get("data") or []
+                agents.extend(_agent(a) for a in items)
+                if len(items) < 100:
+                    break
+                after = items[-1]["id"]
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+        self._directory = (now + self.settings.model_cache_seconds, agents)
+        return agents
+
+    async def resolve(self, model: str) -> AgentInfo:
+        """An agent by id or by unique name, cached briefly."""
+        now = self._clock()
+        hit = self._resolved.get(model)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        agent = await self._lookup(model)
+        if len(self._resolved) > 4096:
+            self._resolved.clear()
+        self._resolved[model] = (now + self.settings.model_cache_seconds, agent)
+        return agent
+
+    def forget(self, model: str) -> None:
+        """Drop cached resolutions after Letta reported the agent missing."""
+        self._resolved.pop(model, None)
+        self._directory = None
+
+    async def _lookup(self, model: str) -> AgentInfo:
+        try:
+            if model.startswith("agent-"):
+                try:
+                    raw = await self._reader().agents.with_raw_response.retrieve(model)
+                    return _agent(await raw.json())
+                except Exception as error:
+                    mapped = map_error(error)
+                    if not isinstance(mapped, (LettaNotFound, InvalidRequest)):
+                        raise mapped from None
+            raw = await self._reader().agents.with_raw_response.list(name=model, limit=2)
+            page = await raw.json()
+            items = page if isinstance(page, list) else page.get("items") or []
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+        matches = [a for a in items if a.get("name") == model]
+        if not matches:
+            raise ModelNotFound(model)
+        if len(matches) > 1:
+            raise InvalidRequest(
+                f"Several Letta agents are named '{model}'; use the agent id as the model instead.",
+                param="model",
+                code="model_ambiguous",
+            )
+        return _agent(matches[0])
+
+    # ------------------------------------------------------------------------------------------ messages
+
+    def _body(self, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        body: dict[str, Any] = {"messages": list(messages)}
+        if client_tools:
+            body["client_tools"] = list(client_tools)
+        return body
+
+    async def send(
+        self, agent_id: str, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """One non-streamed turn (`POST /v1/agents/{id}/messages`). Never retried: Letta is not idempotent."""
+        try:
+            raw = await self.client.agents.messages.with_raw_response.create(
+                agent_id, streaming=False, **self._body(messages, client_tools)
+            )
+            data = await raw.json()
+        except GatewayError:
+            raise
+        except ValueError:
+            raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed") from None
+        except Exception as error:
+            raise map_error(error) from None
+        if not isinstance(data, dict):
+            raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed")
+        return data
+
+    async def open_stream(
+        self, agent_id: str, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
+    ) -> LettaStream:
+        """Start a token-streamed turn with keepalive pings; HTTP-level failures raise here, before any event."""
+        context = self.client.agents.messages.with_streaming_response.create(
+            agent_id,
+            streaming=True,
+            stream_tokens=True,
+            include_pings=True,
+            **self._body(messages, client_tools),
+        )
+        try:
+            response = await context.__aenter__()
+        except Exception as error:
+            raise map_error(error) from None
+        return LettaStream(context, response)

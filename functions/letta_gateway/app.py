@@ -1,0 +1,230 @@
+"""The HTTP surface: thin routes over `Gateway`, OpenAI error envelopes for every failure."""
+
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import __version__
+from . import observability as log
+from .auth import Principal
+from .errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound, PayloadTooLarge
+from .service import Gateway
+from .wire import ChatCompletion, ChatCompletionRequest, Model, ModelList
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def error_response(error: GatewayError) -> JSONResponse:
+    return JSONResponse(error.envelope(), status_code=error.status_code, headers=error.headers)
+
+
+def _param(loc: tuple[Any, ...]) -> str | None:
+    parts = [p for p in loc if p != "body"]
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p in ("function-after[_object_schema(), FunctionDefinition]",):
+            continue
+        else:
+            out += ("." if out else "") + str(p)
+    return out or None
+
+
+def validation_error(exc: RequestValidationError) -> InvalidRequest:
+    errors = exc.errors()
+    if not errors:
+        return InvalidRequest("Invalid request body.")
+    first = errors[0]
+    loc = tuple(first.get("loc") or ())
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        return InvalidRequest("The request body is not valid JSON.", code="invalid_json")
+    if kind == "missing" and loc == ("body",):
+        return InvalidRequest("The request body must be a JSON object.", code="invalid_json")
+    param = _param(loc)
+    message = str(first.get("msg", "Invalid value"))
+    where = f" at '{param}'" if param else ""
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return InvalidRequest(f"Invalid request{where}: {message}{more}.", param=param)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+class RequestContext:
+    """Pure ASGI middleware: body size limit (413), correlation id, one access log line per request."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope.get("headers") or ())
+        event = scope.get("aws.event") or {}
+        request_id = (event.get("requestContext") or {}).get("requestId") or (
+            headers.get(b"x-amzn-requestid") or headers.get(b"x-request-id") or b""
+        ).decode("latin-1")
+        fields = log.begin_request(request_id or None)
+        status = {"code": 500}
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"x-request-id", fields["correlation_id"].encode())],
+                }
+            await send(message)
+
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit():
+            if int(length) > self.max_body_bytes:
+                await self._too_large(scope, receive, send_with_id)
+            else:
+                await self.app(scope, receive, send_with_id)
+        else:
+            # No declared length (chunked): read it all, within the limit, then hand it on.
+            body, too_large = await self._read_limited(receive)
+            if too_large:
+                await self._too_large(scope, receive, send_with_id)
+            else:
+                await self.app(scope, _replay(body, receive), send_with_id)
+        log.info(
+            "request",
+            method=scope.get("method"),
+            path=scope.get("path"),
+            status=status["code"],
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    async def _read_limited(self, receive: Receive) -> tuple[bytes, bool]:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks), False
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return b"", True
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks), False
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(PayloadTooLarge(f"Request body exceeds {self.max_body_bytes} bytes."))
+        await response(scope, receive, send)
+
+
+class GatewayHolder:
+    """Builds the gateway on first use, so building the app does no I/O."""
+
+    def __init__(self, gateway: Gateway | Callable[[], Gateway]) -> None:
+        self._gateway = gateway if isinstance(gateway, Gateway) else None
+        self._factory = None if isinstance(gateway, Gateway) else gateway
+
+    def __call__(self) -> Gateway:
+        if self._gateway is None:
+            assert self._factory is not None
+            self._gateway = self._factory()
+        return self._gateway
+
+
+def get_gateway(request: Request) -> Gateway:
+    return request.app.state.gateway()  # type: ignore[no-any-return]
+
+
+async def principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
+    return await get_gateway(request).authenticate(authorization)
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+def create_app(gateway: Gateway | Callable[[], Gateway], *, max_body_bytes: int = 6 * 1024 * 1024) -> FastAPI:
+    """The FastAPI app. `gateway` may be a factory, called on first use (no I/O at import or build time)."""
+
+    app = FastAPI(
+        title="Letta OpenAI Gateway",
+        version=__version__,
+        description="OpenAI-compatible chat completions over stateful Letta agents.",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.gateway = GatewayHolder(gateway)
+    app.add_middleware(RequestContext, max_body_bytes=max_body_bytes)
+
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+        if exc.status_code >= 500:
+            log.warning("request failed", error_code=exc.code, status=exc.status_code)
+        return error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return error_response(NotFound(f"Unknown path: {request.url.path}", code="unknown_url"))
+        if exc.status_code == 405:
+            return error_response(MethodNotAllowed(f"Method {request.method} is not allowed on {request.url.path}."))
+        error = GatewayError(str(exc.detail), code="http_error")
+        error.status_code = exc.status_code
+        error.type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return error_response(error)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled error", exc_info=True)
+        return error_response(GatewayError("The gateway failed unexpectedly.", code="internal_error"))
+
+    @app.get("/health", include_in_schema=True)
+    async def health() -> dict[str, str]:
+        return {"status": "ok", "version": __version__}
+
+    @app.get("/v1/models", response_model=ModelList)
+    async def list_models(request: Request, caller: Caller) -> ModelList:
+        return await get_gateway(request).list_models(caller)
+
+    @app.get("/v1/models/{model:path}", response_model=Model)
+    async def get_model(request: Request, model: str, caller: Caller) -> Model:
+        return await get_gateway(request).get_model(caller, model)
+
+    @app.post(
+        "/v1/chat/completions",
+        response_model=ChatCompletion,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def chat_completions(request: Request, body: ChatCompletionRequest, caller: Caller) -> Response:
+        gw = get_gateway(request)
+        if body.stream:
+            chunks = await gw.open_stream(caller, body)
+            return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
+        completion = await gw.complete(caller, body)
+        return Response(completion.model_dump_json(), media_type="application/json")
+
+    return app

@@ -1,0 +1,59 @@
+"""Structured JSON logs (Powertools Logger) with per-request context kept in a context variable, so concurrent
+requests on one event loop never mix their fields. Secrets are never passed here."""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+SERVICE = "letta-gateway"
+
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("request_log_context", default=None)
+_logger: Any = None
+
+
+def logger(level: str | None = None) -> Any:
+    global _logger
+    if _logger is None:
+        from aws_lambda_powertools import Logger
+
+        _logger = Logger(service=SERVICE, level=level or "INFO", log_uncaught_exceptions=False)
+    elif level:
+        _logger.setLevel(level)
+    return _logger
+
+
+def begin_request(correlation_id: str | None) -> dict[str, Any]:
+    fields = {"correlation_id": correlation_id or uuid.uuid4().hex}
+    _context.set(fields)
+    return fields
+
+
+def bind(**fields: Any) -> None:
+    current = _context.get()
+    if current is not None:
+        current.update({k: v for k, v in fields.items() if v is not None})
+
+
+def _extra(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {**(_context.get() or {}), **fields}
+
+
+def info(message: str, **fields: Any) -> None:
+    logger().info(message, extra=_extra(fields))
+
+
+def warning(message: str, **fields: Any) -> None:
+    logger().warning(message, extra=_extra(fields))
+
+
+def error(message: str, *, exc_info: bool = False, **fields: Any) -> None:
+    logger().error(message, extra=_extra(fields), exc_info=exc_info)
+
+
+def quiet_libraries() -> None:
+    for name in ("httpx", "httpcore", "botocore", "boto3", "urllib3"):
+        logging.getLogger(name).setLevel(logging.WARNING)

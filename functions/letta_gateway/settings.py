@@ -1,0 +1,88 @@
+"""Configuration, read once from the environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .errors import ConfigurationError
+
+LETTA_CLOUD_URL = "https://api.letta.com"
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    letta_base_url: str = LETTA_CLOUD_URL
+    letta_api_key: str | None = field(default=None, repr=False)
+    gateway_api_keys: tuple[str, ...] = field(default=(), repr=False)
+    secret_id: str | None = None
+    state_table: str | None = None
+    state_path: str = ".gateway/state.sqlite3"
+    pending_ttl_seconds: int = 86400
+    model_cache_seconds: float = 30.0
+    max_body_bytes: int = 6 * 1024 * 1024
+    letta_timeout_seconds: float = 600.0
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        keys = tuple(k.strip() for k in env.get("GATEWAY_API_KEYS", "").split(",") if k.strip())
+        settings = cls(
+            letta_base_url=(env.get("LETTA_BASE_URL") or LETTA_CLOUD_URL).rstrip("/"),
+            letta_api_key=env.get("LETTA_API_KEY") or None,
+            gateway_api_keys=keys,
+            secret_id=env.get("GATEWAY_SECRET_ID") or None,
+            state_table=env.get("GATEWAY_STATE_TABLE") or None,
+            state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",
+            pending_ttl_seconds=_int(env, "GATEWAY_PENDING_TTL_SECONDS", 86400, minimum=60),
+            model_cache_seconds=_float(env, "GATEWAY_MODEL_CACHE_SECONDS", 30.0),
+            max_body_bytes=_int(env, "GATEWAY_MAX_BODY_BYTES", 6 * 1024 * 1024, minimum=1024),
+            letta_timeout_seconds=_float(env, "LETTA_TIMEOUT_SECONDS", 600.0),
+            log_level=(env.get("GATEWAY_LOG_LEVEL") or env.get("POWERTOOLS_LOG_LEVEL") or "INFO").upper(),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if not self.letta_base_url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"LETTA_BASE_URL must be an http(s) URL, got {self.letta_base_url!r}")
+        if not self.gateway_api_keys and not self.secret_id:
+            raise ConfigurationError(
+                "No gateway API keys configured: set GATEWAY_API_KEYS (comma-separated keys clients send as "
+                "'Authorization: Bearer <key>') or GATEWAY_SECRET_ID (a Secrets Manager secret with "
+                "'gateway_api_keys')."
+            )
+        if self.letta_base_url == LETTA_CLOUD_URL and not self.letta_api_key and not self.secret_id:
+            raise ConfigurationError(
+                "LETTA_API_KEY is required for Letta Cloud (or set LETTA_BASE_URL to your own Letta server)."
+            )
+        if self.log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ConfigurationError(f"GATEWAY_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {self.log_level!r}")

@@ -1,0 +1,263 @@
+"""Pending tool-call state: the policy, written once over a few storage primitives.
+
+A paused agent thread has at most one pending approval (Letta blocks the thread until it is answered), so a record
+is keyed by the thread: (agent id, conversation id). Its life: `pending` (saved when the agent pauses) ->
+`resuming` (claimed by exactly one request, by a conditional write) -> `done` (Letta accepted the tool results),
+or back to `pending` when Letta did not accept them. Expired records are absent on every read: TTL deletion is lazy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ..errors import Conflict, InvalidRequest, NotFound
+
+Status = Literal["pending", "resuming", "done"]
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class ToolCallEntry:
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class PendingRecord:
+    agent_id: str
+    conversation_id: str | None
+    owner: str
+    run_id: str | None
+    approval_message_id: str | None
+    tool_calls: tuple[ToolCallEntry, ...]
+    created_at: int
+    expires_at: int
+    status: Status = "pending"
+    resume_run_id: str | None = None
+    updated_at: int = 0
+
+    @property
+    def thread_key(self) -> str:
+        return thread_key(self.agent_id, self.conversation_id)
+
+    @property
+    def ids_key(self) -> str:
+        return ids_key(c.id for c in self.tool_calls)
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at <= now
+
+
+def thread_key(agent_id: str, conversation_id: str | None) -> str:
+    return f"thread#{agent_id}#{conversation_id or 'default'}"
+
+
+def ids_key(ids: Sequence[str] | object) -> str:
+    """Order-independent identity of a set of tool_call_ids (what a condition compares)."""
+    return "\x1f".join(sorted(ids))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Expect:
+    """The condition a transition requires of the stored record."""
+
+    status: Status
+    owner: str
+    ids_key: str | None
+    now: int
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What a transition writes."""
+
+    status: Status
+    updated_at: int
+    resume_run_id: str | None = None
+
+
+class ConditionFailed(Exception):
+    """A conditional transition did not hold; carries the record as it was (None if absent)."""
+
+    def __init__(self, current: PendingRecord | None) -> None:
+        super().__init__("condition failed")
+        self.current = current
+
+
+def holds(record: PendingRecord | None, expect: Expect) -> bool:
+    """The transition condition, for backends that evaluate it in code (the DynamoDB one states it as an
+    expression: both must agree, which the contract suite checks)."""
+    return (
+        record is not None
+        and record.status == expect.status
+        and record.owner == expect.owner
+        and (expect.ids_key is None or record.ids_key == expect.ids_key)
+        and record.expires_at > expect.now
+    )
+
+
+class PendingBackend(Protocol):
+    """Storage primitives. Both backends must pass tests/unit/test_store_contract.py."""
+
+    def put(self, record: PendingRecord) -> None:
+        """Store the record for its thread, replacing any previous one."""
+
+    def get(self, key: str) -> PendingRecord | None:
+        """The stored record for a thread key, expired or not (strongly consistent)."""
+
+    def transition(self, key: str, expect: Expect, changes: Changes) -> PendingRecord:
+        """Atomically apply `changes` if `expect` holds and return the new record; else raise
+        ConditionFailed(current)."""
+
+
+class ToolCallsNotFound(NotFound):
+    code = "tool_calls_not_found"
+
+
+class ResumeInProgress(Conflict):
+    code = "resume_in_progress"
+
+
+class ToolResultsAlreadySubmitted(Conflict):
+    code = "tool_results_already_submitted"
+
+
+class PendingApprovals:
+    """The pause/resume policy over a backend."""
+
+    def __init__(self, backend: PendingBackend, *, ttl_seconds: int = 86400, clock: Clock = time.time) -> None:
+        self.backend = backend
+        self.ttl_seconds = ttl_seconds
+        self.clock = clock
+
+    def _now(self) -> int:
+        return int(self.clock())
+
+    def save_pause(
+        self,
+        *,
+        owner: str,
+        agent_id: str,
+        conversation_id: str | None,
+        run_id: str | None,
+        approval_message_id: str | None,
+        tool_calls: Sequence[ToolCallEntry],
+    ) -> PendingRecord:
+        now = self._now()
+        record = PendingRecord(
+            agent_id=agent_id,
+            conversation_id=conversation_id,
+            owner=owner,
+            run_id=run_id,
+            approval_message_id=approval_message_id,
+            tool_calls=tuple(tool_calls),
+            created_at=now,
+            expires_at=now + self.ttl_seconds,
+            updated_at=now,
+        )
+        self.backend.put(record)
+        return record
+
+    def current(self, owner: str, agent_id: str, conversation_id: str | None) -> PendingRecord | None:
+        """The live record of this thread visible to `owner`, if any."""
+        record = self.backend.get(thread_key(agent_id, conversation_id))
+        if record is None or record.owner != owner or record.expired(self._now()):
+            return None
+        return record
+
+    def claim(
+        self, *, owner: str, agent_id: str, conversation_id: str | None, tool_call_ids: Sequence[str]
+    ) -> PendingRecord:
+        """Take the pending record for these tool results, exactly once across all instances."""
+        key = thread_key(agent_id, conversation_id)
+        now = self._now()
+        expect = Expect(status="pending", owner=owner, ids_key=ids_key(tool_call_ids), now=now)
+        try:
+            return self.backend.transition(key, expect, Changes(status="resuming", updated_at=now))
+        except ConditionFailed as failed:
+            raise self._why(failed.current, owner, tool_call_ids, now) from None
+
+    def _why(self, record: PendingRecord | None, owner: str, ids: Sequence[str], now: int) -> Exception:
+        if record is None or record.owner != owner or record.expired(now):
+            listed = ", ".join(ids)
+            return ToolCallsNotFound(
+                f"No pending tool calls found for tool_call_id(s) {listed}. They may have expired or never "
+                "existed for this agent.",
+                param="messages",
+            )
+        expected = {c.id for c in record.tool_calls}
+        given = set(ids)
+        if expected != given:
+            parts = []
+            if missing := sorted(expected - given):
+                parts.append(f"missing results for {', '.join(missing)}")
+            if unknown := sorted(given - expected):
+                parts.append(f"unknown tool_call_id(s) {', '.join(unknown)}")
+            return InvalidRequest(
+                "Tool results must answer every pending tool call of the agent together: " + "; ".join(parts) + ".",
+                param="messages",
+                code="tool_results_mismatch",
+            )
+        if record.status == "resuming":
+            return ResumeInProgress(
+                "These tool results are being submitted to the agent by another request. Retry shortly.",
+                headers={"Retry-After": "2"},
+            )
+        return ToolResultsAlreadySubmitted(
+            "These tool results were already submitted to the agent; the agent has continued since.",
+            param="messages",
+        )
+
+    def release(self, record: PendingRecord) -> None:
+        """Letta did not accept the tool results: make the record consumable again."""
+        now = self._now()
+        expect = Expect(status="resuming", owner=record.owner, ids_key=record.ids_key, now=now)
+        try:
+            self.backend.transition(record.thread_key, expect, Changes(status="pending", updated_at=now))
+        except ConditionFailed:
+            pass
+
+    def complete(self, record: PendingRecord, resume_run_id: str | None) -> None:
+        """Letta accepted the tool results."""
+        now = self._now()
+        expect = Expect(status="resuming", owner=record.owner, ids_key=record.ids_key, now=now)
+        done = Changes(status="done", updated_at=now, resume_run_id=resume_run_id)
+        try:
+            self.backend.transition(record.thread_key, expect, done)
+        except ConditionFailed:
+            pass
+
+
+def record_to_dict(record: PendingRecord) -> dict[str, object]:
+    return {
+        "agent_id": record.agent_id,
+        "conversation_id": record.conversation_id,
+        "owner": record.owner,
+        "run_id": record.run_id,
+        "approval_message_id": record.approval_message_id,
+        "tool_calls": [[c.id, c.name] for c in record.tool_calls],
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+        "status": record.status,
+        "resume_run_id": record.resume_run_id,
+        "updated_at": record.updated_at,
+    }
+
+
+def record_from_dict(data: dict) -> PendingRecord:  # type: ignore[type-arg]
+    return PendingRecord(
+        agent_id=data["agent_id"],
+        conversation_id=data.get("conversation_id"),
+        owner=data["owner"],
+        run_id=data.get("run_id"),
+        approval_message_id=data.get("approval_message_id"),
+        tool_calls=tuple(ToolCallEntry(i, n) for i, n in data["tool_calls"]),
+        created_at=int(data["created_at"]),
+        expires_at=int(data["expires_at"]),
+        status=data["status"],
+        resume_run_id=data.get("resume_run_id"),
+        updated_at=int(data.get("updated_at") or 0),
+    )

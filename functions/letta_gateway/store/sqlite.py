@@ -1,0 +1,74 @@
+"""Embedded SQLite backend for local runs: one file, safe across several worker processes (WAL + immediate
+transactions), one connection per thread."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import replace
+
+from .base import Changes, ConditionFailed, Expect, PendingRecord, holds, record_from_dict, record_to_dict
+
+PENDING_SK = "pending"
+
+
+class SQLiteBackend:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with self._connect() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS items (pk TEXT NOT NULL, sk TEXT NOT NULL, body TEXT NOT NULL, "
+                "PRIMARY KEY (pk, sk))"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def put(self, record: PendingRecord) -> None:
+        body = json.dumps(record_to_dict(record))
+        self._connect().execute(
+            "INSERT INTO items (pk, sk, body) VALUES (?, ?, ?) ON CONFLICT (pk, sk) DO UPDATE SET body = excluded.body",
+            (record.thread_key, PENDING_SK, body),
+        )
+
+    def _read(self, conn: sqlite3.Connection, key: str) -> PendingRecord | None:
+        row = conn.execute("SELECT body FROM items WHERE pk = ? AND sk = ?", (key, PENDING_SK)).fetchone()
+        return record_from_dict(json.loads(row[0])) if row else None
+
+    def get(self, key: str) -> PendingRecord | None:
+        return self._read(self._connect(), key)
+
+    def transition(self, key: str, expect: Expect, changes: Changes) -> PendingRecord:
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = self._read(conn, key)
+            if not holds(current, expect):
+                raise ConditionFailed(current)
+            assert current is not None
+            new = replace(
+                current,
+                status=changes.status,
+                updated_at=changes.updated_at,
+                resume_run_id=changes.resume_run_id if changes.resume_run_id is not None else current.resume_run_id,
+            )
+            conn.execute(
+                "UPDATE items SET body = ? WHERE pk = ? AND sk = ?",
+                (json.dumps(record_to_dict(new)), key, PENDING_SK),
+            )
+            conn.execute("COMMIT")
+            return new
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "functions"))
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+
+from letta_gateway.agents import LettaAgents  # noqa: E402
+from letta_gateway.app import create_app  # noqa: E402
+from letta_gateway.credentials import Credentials, StaticCredentials  # noqa: E402
+from letta_gateway.service import Gateway  # noqa: E402
+from letta_gateway.settings import Settings  # noqa: E402
+from letta_gateway.store import PendingApprovals, PendingBackend  # noqa: E402
+from letta_gateway.store.dynamodb import DynamoDBBackend  # noqa: E402
+from letta_gateway.store.sqlite import SQLiteBackend  # noqa: E402
+from tests.support.letta_double import LettaDouble  # noqa: E402
+from tests.support.live import LiveServer  # noqa: E402
+
+ALICE = "sk-test-alice-0123456789"
+BOB = "sk-test-bob-9876543210"
+LETTA_KEY = "letta-secret-for-tests-42"
+TABLE = "letta-gateway-test"
+
+
+def create_table(client, name: str = TABLE) -> None:
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+@pytest.fixture
+def dynamodb_client() -> Iterator[object]:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client)
+        yield client
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def backend_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], PendingBackend]:
+    """Builds independent backend instances that share one underlying store (a file, a table)."""
+    if request.param == "sqlite":
+        path = str(tmp_path / "state.sqlite3")
+        return lambda: SQLiteBackend(path)
+    client = request.getfixturevalue("dynamodb_client")
+    return lambda: DynamoDBBackend(TABLE, client=client)
+
+
+@pytest.fixture(scope="session")
+def letta_server() -> Iterator[tuple[LettaDouble, str]]:
+    double = LettaDouble()
+    with LiveServer(double.app) as server:
+        yield double, server.url
+
+
+@pytest.fixture
+def letta(letta_server: tuple[LettaDouble, str]) -> LettaDouble:
+    double, _ = letta_server
+    double.reset()
+    return double
+
+
+@pytest.fixture
+def letta_url(letta_server: tuple[LettaDouble, str]) -> str:
+    return letta_server[1]
+
+
+def make_gateway(letta_url: str, backend: PendingBackend, **overrides: object) -> Gateway:
+    settings = Settings(
+        letta_base_url=letta_url,
+        letta_api_key=LETTA_KEY,
+        gateway_api_keys=(ALICE, BOB),
+        letta_timeout_seconds=float(overrides.pop("timeout", 30.0)),  # type: ignore[arg-type]
+    )
+    credentials = StaticCredentials(Credentials(LETTA_KEY, (ALICE, BOB)))
+    return Gateway(LettaAgents(settings), PendingApprovals(backend), credentials)
+
+
+@pytest.fixture
+def gateway_factory(letta_url: str, backend_factory: Callable[[], PendingBackend]) -> Callable[[], Gateway]:
+    return lambda: make_gateway(letta_url, backend_factory())
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Gateway], str]]:
+    servers: list[LiveServer] = []
+
+    def start(gateway: Gateway) -> str:
+        server = LiveServer(create_app(gateway)).__enter__()
+        servers.append(server)
+        return server.url
+
+    yield start
+    for server in servers:
+        server.__exit__()
+
+
+@pytest.fixture
+def gateway_url(serve: Callable[[Gateway], str], gateway_factory: Callable[[], Gateway]) -> str:
+    return serve(gateway_factory())
+
+
+@pytest.fixture
+def client(gateway_url: str):
+    import openai
+
+    with openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=ALICE, max_retries=0, timeout=30) as c:
+        yield c

@@ -1,0 +1,164 @@
+"""One contract for the pending-approval state, run against every backend (SQLite file, DynamoDB under moto)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from letta_gateway.errors import InvalidRequest
+from letta_gateway.store import (
+    PendingApprovals,
+    PendingBackend,
+    ResumeInProgress,
+    ToolCallEntry,
+    ToolCallsNotFound,
+    ToolResultsAlreadySubmitted,
+)
+from letta_gateway.store.base import thread_key
+
+CALLS = [ToolCallEntry("call_1", "read_file"), ToolCallEntry("call_2", "list_files")]
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def approvals(backend_factory: Callable[[], PendingBackend], clock: Clock) -> PendingApprovals:
+    return PendingApprovals(backend_factory(), ttl_seconds=600, clock=clock)
+
+
+def pause(approvals: PendingApprovals, owner: str = "key-alice", agent: str = "agent-1", calls=CALLS):
+    return approvals.save_pause(
+        owner=owner,
+        agent_id=agent,
+        conversation_id=None,
+        run_id="run-1",
+        approval_message_id="message-1",
+        tool_calls=calls,
+    )
+
+
+def claim(approvals: PendingApprovals, ids=("call_1", "call_2"), owner: str = "key-alice", agent: str = "agent-1"):
+    return approvals.claim(owner=owner, agent_id=agent, conversation_id=None, tool_call_ids=list(ids))
+
+
+def test_round_trip_preserves_the_record(approvals: PendingApprovals) -> None:
+    saved = pause(approvals)
+    assert approvals.backend.get(thread_key("agent-1", None)) == saved
+    assert saved.status == "pending" and saved.expires_at == saved.created_at + 600
+    assert approvals.current("key-alice", "agent-1", None) == saved
+
+
+def test_claim_is_order_independent_and_moves_to_resuming(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    claimed = claim(approvals, ids=("call_2", "call_1"))
+    assert claimed.status == "resuming"
+    assert [c.id for c in claimed.tool_calls] == ["call_1", "call_2"]
+
+
+def test_second_claim_is_in_progress_then_already_submitted(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    claimed = claim(approvals)
+    with pytest.raises(ResumeInProgress) as info:
+        claim(approvals)
+    assert info.value.status_code == 409 and info.value.headers["Retry-After"]
+    approvals.complete(claimed, "run-2")
+    stored = approvals.backend.get(thread_key("agent-1", None))
+    assert stored is not None and stored.status == "done" and stored.resume_run_id == "run-2"
+    with pytest.raises(ToolResultsAlreadySubmitted):
+        claim(approvals)
+
+
+def test_release_makes_it_consumable_again(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    approvals.release(claim(approvals))
+    assert claim(approvals).status == "resuming"
+
+
+@pytest.mark.parametrize(
+    ("ids", "fragments"),
+    [
+        (("call_1",), ["missing results for call_2"]),
+        (("call_1", "call_2", "call_9"), ["unknown tool_call_id(s) call_9"]),
+        (("call_1", "call_9"), ["missing results for call_2", "unknown tool_call_id(s) call_9"]),
+    ],
+)
+def test_mismatched_ids_are_listed(approvals: PendingApprovals, ids: tuple[str, ...], fragments: list[str]) -> None:
+    pause(approvals)
+    with pytest.raises(InvalidRequest) as info:
+        claim(approvals, ids=ids)
+    assert all(f in info.value.message for f in fragments)
+    assert claim(approvals).status == "resuming"  # a rejected claim leaves the record pending
+
+
+def test_other_owner_sees_nothing(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    with pytest.raises(ToolCallsNotFound) as info:
+        claim(approvals, owner="key-bob")
+    assert info.value.status_code == 404 and "key-alice" not in info.value.message
+    assert approvals.current("key-bob", "agent-1", None) is None
+    assert claim(approvals).status == "resuming"
+
+
+def test_missing_record_is_not_found(approvals: PendingApprovals) -> None:
+    with pytest.raises(ToolCallsNotFound):
+        claim(approvals, agent="agent-nope")
+
+
+def test_expired_records_are_absent_on_every_read(approvals: PendingApprovals, clock: Clock) -> None:
+    pause(approvals)
+    clock.now += 601
+    assert approvals.current("key-alice", "agent-1", None) is None
+    with pytest.raises(ToolCallsNotFound):
+        claim(approvals)
+
+
+def test_a_new_pause_replaces_the_threads_record(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    approvals.complete(claim(approvals), "run-2")
+    pause(approvals, calls=[ToolCallEntry("call_3", "read_file")])
+    assert claim(approvals, ids=("call_3",)).status == "resuming"
+
+
+def test_threads_are_independent(approvals: PendingApprovals) -> None:
+    pause(approvals, agent="agent-1")
+    pause(approvals, agent="agent-2", calls=[ToolCallEntry("call_9", "x")])
+    assert claim(approvals, agent="agent-2", ids=("call_9",)).status == "resuming"
+    assert claim(approvals, agent="agent-1").status == "resuming"
+
+
+def test_exactly_one_of_many_concurrent_claims_wins(
+    backend_factory: Callable[[], PendingBackend], clock: Clock
+) -> None:
+    """Separate instances (as separate Lambda invocations would be) race for one record."""
+    instances = [PendingApprovals(backend_factory(), ttl_seconds=600, clock=clock) for _ in range(8)]
+    pause(instances[0])
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(instances))
+
+    def race(a: PendingApprovals) -> None:
+        barrier.wait()
+        try:
+            claim(a)
+            outcomes.append("won")
+        except ResumeInProgress:
+            outcomes.append("in_progress")
+
+    threads = [threading.Thread(target=race, args=(a,)) for a in instances]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(outcomes) == ["in_progress"] * 7 + ["won"]
