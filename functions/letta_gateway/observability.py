@@ -55,5 +55,5 @@ def error(message: str, *, exc_info: bool = False, **fields: Any) -> None:
 
 
 def quiet_libraries() -> None:
-    for name in ("httpx", "httpcore", "botocore", "boto3", "urllib3"):
+    for name in ("httpx", "httpcore", "botocore", "boto3", "urllib3", "letta_client"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -58,6 +58,7 @@ class LettaDouble:
         self.keepalive_pings = 0
         self.list_calls = 0
         self.delay = 0.0
+        self.next_tool_call_ids: list[str] = []
         self._lock = threading.Lock()
         self._counter = 0
         self.app = Starlette(
@@ -79,6 +80,7 @@ class LettaDouble:
             self.keepalive_pings = 0
             self.list_calls = 0
             self.delay = 0.0
+            self.next_tool_call_ids.clear()
 
     def add_agent(self, name: str, *, parallel: bool = False, agent_id: str | None = None) -> Agent:
         agent = Agent(id=agent_id or _id("agent"), name=name, parallel_tool_calls=parallel)
@@ -333,6 +335,11 @@ class LettaDouble:
         self._results = returns
         return None
 
+    def _call_id(self, i: int) -> str:
+        if self.next_tool_call_ids:
+            return self.next_tool_call_ids.pop(0)
+        return f"call_fake{self._counter:04d}_{i}"
+
     def _act(
         self, agent: Agent, run_id: str, out: list[dict[str, Any]], user_texts: list[str], tools: set[str]
     ) -> tuple[list[dict[str, Any]], str]:
@@ -361,8 +368,7 @@ class LettaDouble:
             if client:
                 self._counter += 1
                 tool_calls = [
-                    {"name": n, "arguments": a, "tool_call_id": f"call_fake{self._counter:04d}_{i}"}
-                    for i, (n, a) in enumerate(client)
+                    {"name": n, "arguments": a, "tool_call_id": self._call_id(i)} for i, (n, a) in enumerate(client)
                 ]
                 message = {
                     "id": _id("message"),

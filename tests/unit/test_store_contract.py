@@ -162,3 +162,37 @@ def test_exactly_one_of_many_concurrent_claims_wins(
     for t in threads:
         t.join(10)
     assert sorted(outcomes) == ["in_progress"] * 7 + ["won"]
+
+
+def _claim_in_process(path: str, start: float, out: object) -> None:
+    import time as _time
+
+    from letta_gateway.store.sqlite import SQLiteBackend
+
+    approvals = PendingApprovals(SQLiteBackend(path), ttl_seconds=600, clock=lambda: 1_800_000_000)
+    while _time.time() < start:
+        _time.sleep(0.001)
+    try:
+        claim(approvals)
+        out.put("won")  # type: ignore[attr-defined]
+    except ResumeInProgress:
+        out.put("in_progress")  # type: ignore[attr-defined]
+
+
+def test_sqlite_claims_are_exclusive_across_worker_processes(tmp_path) -> None:
+    import multiprocessing
+    import time as _time
+
+    from letta_gateway.store.sqlite import SQLiteBackend
+
+    path = str(tmp_path / "shared.sqlite3")
+    pause(PendingApprovals(SQLiteBackend(path), ttl_seconds=600, clock=lambda: 1_800_000_000))
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start = _time.time() + 2.0
+    procs = [ctx.Process(target=_claim_in_process, args=(path, start, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert sorted(out.get(timeout=5) for _ in procs) == ["in_progress"] * 3 + ["won"]
