@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,6 +44,26 @@ def create_table(client, name: str = TABLE) -> None:
     )
 
 
+class AtomicItems:
+    """moto evaluates a condition and writes without a lock, so two threads can both pass one condition; real
+    DynamoDB applies each conditional write atomically. This proxy restores that by serialising the calls."""
+
+    def __init__(self, client: object) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._client, name)
+        if not callable(attr) or name.startswith("_"):
+            return attr
+
+        def call(*args: object, **kwargs: object) -> object:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+
 @pytest.fixture
 def dynamodb_client() -> Iterator[object]:
     import boto3
@@ -51,7 +72,7 @@ def dynamodb_client() -> Iterator[object]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
         create_table(client)
-        yield client
+        yield AtomicItems(client)
 
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
@@ -91,7 +112,8 @@ def make_gateway(letta_url: str, backend: PendingBackend, **overrides: object) -
         letta_timeout_seconds=float(overrides.pop("timeout", 30.0)),  # type: ignore[arg-type]
     )
     credentials = StaticCredentials(Credentials(LETTA_KEY, (ALICE, BOB)))
-    return Gateway(LettaAgents(settings), PendingApprovals(backend), credentials)
+    keepalive = float(overrides.pop("keepalive", 10.0))  # type: ignore[arg-type]
+    return Gateway(LettaAgents(settings), PendingApprovals(backend), credentials, keepalive_seconds=keepalive)
 
 
 @pytest.fixture
@@ -100,11 +122,11 @@ def gateway_factory(letta_url: str, backend_factory: Callable[[], PendingBackend
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Gateway], str]]:
+def serve() -> Iterator[Callable[..., str]]:
     servers: list[LiveServer] = []
 
-    def start(gateway: Gateway) -> str:
-        server = LiveServer(create_app(gateway)).__enter__()
+    def start(gateway: Gateway, **app_options: object) -> str:
+        server = LiveServer(create_app(gateway, **app_options)).__enter__()  # type: ignore[arg-type]
         servers.append(server)
         return server.url
 

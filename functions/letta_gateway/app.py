@@ -1,5 +1,6 @@
 """The HTTP surface: thin routes over `Gateway`, OpenAI error envelopes for every failure."""
 
+import json
 import time
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -81,11 +82,7 @@ class RequestContext:
             return
         started = time.perf_counter()
         headers = dict(scope.get("headers") or ())
-        event = scope.get("aws.event") or {}
-        request_id = (event.get("requestContext") or {}).get("requestId") or (
-            headers.get(b"x-amzn-requestid") or headers.get(b"x-request-id") or b""
-        ).decode("latin-1")
-        fields = log.begin_request(request_id or None)
+        fields = log.begin_request(_request_id(scope, headers))
         status = {"code": 500}
 
         async def send_with_id(message: Message) -> None:
@@ -138,6 +135,49 @@ class RequestContext:
         await response(scope, receive, send)
 
 
+def request_deadline(
+    scope: Scope, headers: dict[bytes, bytes], budget_seconds: float | None, margin_seconds: float
+) -> float | None:
+    """When this request must be answered by (monotonic clock), from whatever knows: the Lambda context under
+    Mangum, the invocation deadline the Lambda Web Adapter forwards, or the configured per-request budget."""
+    now_mono, now_wall = time.monotonic(), time.time()
+    candidates: list[float] = []
+    if budget_seconds:
+        candidates.append(now_mono + budget_seconds)
+    context = scope.get("aws.context")
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        candidates.append(now_mono + context.get_remaining_time_in_millis() / 1000)
+    raw = headers.get(b"x-amzn-lambda-context")
+    if raw:
+        try:
+            lambda_context = json.loads(raw)
+            deadline_ms = lambda_context.get("deadline") or lambda_context.get("deadline_ms")
+            if deadline_ms:
+                candidates.append(now_mono + (float(deadline_ms) / 1000 - now_wall))
+        except (ValueError, AttributeError, TypeError):
+            pass
+    return min(candidates) - margin_seconds if candidates else None
+
+
+def _request_id(scope: Scope, headers: dict[bytes, bytes]) -> str | None:
+    """API Gateway's request id: from the event under Mangum, from the forwarded context under the Lambda Web
+    Adapter, else a caller-supplied request id."""
+    event = scope.get("aws.event") or {}
+    found = (event.get("requestContext") or {}).get("requestId")
+    if found:
+        return str(found)
+    raw = headers.get(b"x-amzn-request-context")
+    if raw:
+        try:
+            found = json.loads(raw).get("requestId")
+        except (ValueError, AttributeError):
+            found = None
+        if found:
+            return str(found)
+    value = headers.get(b"x-amzn-requestid") or headers.get(b"x-request-id")
+    return value.decode("latin-1")[:128] if value else None
+
+
 class GatewayHolder:
     """Builds the gateway on first use, so building the app does no I/O."""
 
@@ -163,7 +203,13 @@ async def principal(request: Request, authorization: Annotated[str | None, Heade
 Caller = Annotated[Principal, Depends(principal)]
 
 
-def create_app(gateway: Gateway | Callable[[], Gateway], *, max_body_bytes: int = 6 * 1024 * 1024) -> FastAPI:
+def create_app(
+    gateway: Gateway | Callable[[], Gateway],
+    *,
+    max_body_bytes: int = 6 * 1024 * 1024,
+    deadline_seconds: float | None = None,
+    deadline_margin_seconds: float = 2.0,
+) -> FastAPI:
     """The FastAPI app. `gateway` may be a factory, called on first use (no I/O at import or build time)."""
 
     app = FastAPI(
@@ -221,10 +267,12 @@ def create_app(gateway: Gateway | Callable[[], Gateway], *, max_body_bytes: int 
     )
     async def chat_completions(request: Request, body: ChatCompletionRequest, caller: Caller) -> Response:
         gw = get_gateway(request)
+        headers = dict(request.scope.get("headers") or ())
+        deadline = request_deadline(request.scope, headers, deadline_seconds, deadline_margin_seconds)
         if body.stream:
-            chunks = await gw.open_stream(caller, body)
+            chunks = await gw.open_stream(caller, body, deadline)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
-        completion = await gw.complete(caller, body)
+        completion = await gw.complete(caller, body, deadline)
         return Response(completion.model_dump_json(), media_type="application/json")
 
     return app

@@ -25,11 +25,18 @@ def build_backend(settings: Settings) -> PendingBackend:
 
 def build_gateway(settings: Settings) -> Gateway:
     approvals = PendingApprovals(build_backend(settings), ttl_seconds=settings.pending_ttl_seconds)
-    return Gateway(LettaAgents(settings), approvals, credential_source(settings))
+    return Gateway(
+        LettaAgents(settings), approvals, credential_source(settings), keepalive_seconds=settings.keepalive_seconds
+    )
 
 
 def build_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     log.logger(settings.log_level)
     log.quiet_libraries()
-    return create_app(lambda: build_gateway(settings), max_body_bytes=settings.max_body_bytes)
+    return create_app(
+        lambda: build_gateway(settings),
+        max_body_bytes=settings.max_body_bytes,
+        deadline_seconds=settings.deadline_seconds,
+        deadline_margin_seconds=settings.deadline_margin_seconds,
+    )

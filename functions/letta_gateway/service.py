@@ -6,17 +6,18 @@ Composes the pure translation, the Letta agents client and the pending-approval 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
 from . import observability as log
 from . import sse
 from .agents import AgentInfo, AgentPendingApproval, LettaAgents, LettaNotFound, LettaStream
 from .auth import KeyRing, Principal
 from .credentials import CredentialSource
-from .errors import GatewayError, ModelNotFound, UpstreamError
+from .errors import GatewayError, ModelNotFound, UpstreamError, UpstreamTimeout
 from .store import PendingApprovals, PendingRecord, ToolCallEntry
 from .translate import (
     KEEPALIVE,
@@ -31,9 +32,66 @@ from .translate import (
 )
 from .wire import ChatCompletion, ChatCompletionRequest, Model, ModelList
 
+T = TypeVar("T")
+
 
 def completion_id() -> str:
     return "chatcmpl-" + secrets.token_hex(12)
+
+
+class DeadlineExceeded(UpstreamTimeout):
+    code = "deadline_exceeded"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The agent's turn did not finish within the time this deployment allows for one request. "
+            "Use stream: true for long turns, or ask the agent for smaller steps."
+        )
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
+
+
+async def _within(deadline: float | None, awaitable: Awaitable[T]) -> T:
+    remaining = _remaining(deadline)
+    if remaining is None:
+        return await awaitable
+    try:
+        return await asyncio.wait_for(awaitable, max(remaining, 0.0))
+    except TimeoutError:
+        raise DeadlineExceeded() from None
+
+
+async def paced(
+    events: AsyncIterator[dict[str, Any]], keepalive: float, deadline: float | None
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Letta's events, with `None` whenever `keepalive` seconds pass without one; DeadlineExceeded at the deadline."""
+    iterator = events.__aiter__()
+    next_event: asyncio.Future[dict[str, Any]] = asyncio.ensure_future(iterator.__anext__())
+    try:
+        while True:
+            remaining = _remaining(deadline)
+            if remaining is not None and remaining <= 0:
+                raise DeadlineExceeded()
+            wait = keepalive if remaining is None else min(keepalive, remaining)
+            done, _ = await asyncio.wait({next_event}, timeout=wait)
+            if not done:
+                if remaining is not None and remaining <= keepalive:
+                    raise DeadlineExceeded()
+                yield None
+                continue
+            try:
+                event = next_event.result()
+            except StopAsyncIteration:
+                return
+            yield event
+            next_event = asyncio.ensure_future(iterator.__anext__())
+    finally:
+        if not next_event.done():
+            next_event.cancel()
+            with contextlib.suppress(BaseException):
+                await next_event
 
 
 class Gateway:
@@ -43,7 +101,10 @@ class Gateway:
         approvals: PendingApprovals,
         credentials: CredentialSource,
         keyring: KeyRing | None = None,
+        *,
+        keepalive_seconds: float = 10.0,
     ) -> None:
+        self.keepalive_seconds = keepalive_seconds
         self.agents = agents
         self.approvals = approvals
         self.credentials = credentials
@@ -141,10 +202,12 @@ class Gateway:
         )
         log.info("agent paused for client tools", run_id=pause.run_id, tool_calls=[c.id for c in pause.calls])
 
-    async def complete(self, principal: Principal, request: ChatCompletionRequest) -> ChatCompletion:
+    async def complete(
+        self, principal: Principal, request: ChatCompletionRequest, deadline: float | None = None
+    ) -> ChatCompletion:
         agent, messages, tools, claim = await self._prepare(principal, request)
         try:
-            response = await self.agents.send(agent.id, messages, tools)
+            response = await _within(deadline, self.agents.send(agent.id, messages, tools))
         except GatewayError as error:
             if claim is not None:
                 await asyncio.to_thread(self.approvals.release, claim)
@@ -162,11 +225,13 @@ class Gateway:
             await self._save_pause(principal, agent, pause)
         return completion
 
-    async def open_stream(self, principal: Principal, request: ChatCompletionRequest) -> AsyncIterator[bytes]:
+    async def open_stream(
+        self, principal: Principal, request: ChatCompletionRequest, deadline: float | None = None
+    ) -> AsyncIterator[bytes]:
         """Start the turn; failures before Letta streams anything raise here and get a proper HTTP status."""
         agent, messages, tools, claim = await self._prepare(principal, request)
         try:
-            stream = await self.agents.open_stream(agent.id, messages, tools)
+            stream = await _within(deadline, self.agents.open_stream(agent.id, messages, tools))
         except GatewayError as error:
             if claim is not None:
                 await asyncio.to_thread(self.approvals.release, claim)
@@ -178,7 +243,7 @@ class Gateway:
             tool_names=tool_names(tools),
             include_usage=bool(request.stream_options and request.stream_options.include_usage),
         )
-        return self._relay(principal, agent, stream, translator, claim)
+        return self._relay(principal, agent, stream, translator, claim, deadline)
 
     async def _relay(
         self,
@@ -187,11 +252,15 @@ class Gateway:
         stream: LettaStream,
         translator: StreamTranslator,
         claim: PendingRecord | None,
+        deadline: float | None,
     ) -> AsyncIterator[bytes]:
         accepted = claim is None
         try:
             yield sse.event(translator.opening())
-            async for event in stream.events():
+            async for event in paced(stream.events(), self.keepalive_seconds, deadline):
+                if event is None:
+                    yield sse.KEEPALIVE
+                    continue
                 if not accepted and claim is not None:
                     await asyncio.to_thread(self.approvals.complete, claim, event.get("run_id"))
                     accepted = True

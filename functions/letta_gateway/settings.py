@@ -49,6 +49,9 @@ class Settings:
     model_cache_seconds: float = 30.0
     max_body_bytes: int = 6 * 1024 * 1024
     letta_timeout_seconds: float = 600.0
+    deadline_seconds: float | None = None
+    deadline_margin_seconds: float = 2.0
+    keepalive_seconds: float = 10.0
     log_level: str = "INFO"
 
     @classmethod
@@ -66,6 +69,9 @@ class Settings:
             model_cache_seconds=_float(env, "GATEWAY_MODEL_CACHE_SECONDS", 30.0),
             max_body_bytes=_int(env, "GATEWAY_MAX_BODY_BYTES", 6 * 1024 * 1024, minimum=1024),
             letta_timeout_seconds=_float(env, "LETTA_TIMEOUT_SECONDS", 600.0),
+            deadline_seconds=_float(env, "GATEWAY_DEADLINE_SECONDS", 0.0) or None,
+            deadline_margin_seconds=_float(env, "GATEWAY_DEADLINE_MARGIN_SECONDS", 2.0),
+            keepalive_seconds=_float(env, "GATEWAY_KEEPALIVE_SECONDS", 10.0),
             log_level=(env.get("GATEWAY_LOG_LEVEL") or env.get("POWERTOOLS_LOG_LEVEL") or "INFO").upper(),
         )
         settings.validate()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from letta_gateway.app import create_app
+from letta_gateway.app import create_app, request_deadline
 from letta_gateway.store.sqlite import SQLiteBackend
 from tests.conftest import ALICE, make_gateway
 
@@ -139,3 +141,28 @@ def test_unknown_path_and_wrong_method(http: TestClient) -> None:
 def test_responses_carry_a_request_id(http: TestClient) -> None:
     assert http.get("/health", headers={"X-Request-Id": "req-123"}).headers["x-request-id"] == "req-123"
     assert len(http.get("/health").headers["x-request-id"]) == 32
+
+
+def test_lwa_forwarded_request_context_is_the_correlation_id(http: TestClient) -> None:
+    context = json.dumps({"requestId": "apigw-req-42", "stage": "prod"})
+    assert http.get("/health", headers={"x-amzn-request-context": context}).headers["x-request-id"] == "apigw-req-42"
+
+
+@pytest.mark.parametrize(
+    ("scope", "headers", "budget", "expected"),
+    [
+        ({}, {}, None, None),
+        ({}, {}, 100.0, 98.0),
+        ({"aws.context": type("Ctx", (), {"get_remaining_time_in_millis": lambda self: 29_000})()}, {}, None, 27.0),
+        ({}, {b"x-amzn-lambda-context": b"DEADLINE"}, 900.0, 58.0),
+        ({}, {b"x-amzn-lambda-context": b"not json"}, None, None),
+    ],
+)
+def test_request_deadline(scope: dict, headers: dict, budget: float | None, expected: float | None) -> None:
+    if headers.get(b"x-amzn-lambda-context") == b"DEADLINE":
+        headers = {b"x-amzn-lambda-context": json.dumps({"deadline": int((time.time() + 60) * 1000)}).encode()}
+    got = request_deadline(scope, headers, budget, 2.0)
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and abs((got - time.monotonic()) - expected) < 0.5
