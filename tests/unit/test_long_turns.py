@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from itertools import pairwise
 from collections.abc import Callable
+from itertools import pairwise
 
 import httpx
 import openai
