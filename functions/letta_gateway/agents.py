@@ -278,6 +278,25 @@ class LettaAgents:
             )
         return _agent(matches[0])
 
+    # ------------------------------------------------------------------------------------------ runs
+
+    async def run_response(self, run_id: str) -> dict[str, Any]:
+        """A finished run as a `LettaResponse`-shaped dict (its messages and stop reason), read back from Letta."""
+        try:
+            run = await (await self._reader().runs.with_raw_response.retrieve(run_id)).json()
+            raw = await self._reader().runs.messages.with_raw_response.list(run_id, order="asc", limit=1000)
+            page = await raw.json()
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+        messages = page if isinstance(page, list) else page.get("items") or []
+        return {
+            "messages": messages,
+            "stop_reason": {"message_type": "stop_reason", "stop_reason": run.get("stop_reason")},
+            "usage": None,
+        }
+
     # ------------------------------------------------------------------------------------------ messages
 
     def _body(self, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import observability as log
@@ -18,12 +19,13 @@ from .agents import AgentInfo, AgentPendingApproval, LettaAgents, LettaNotFound,
 from .auth import KeyRing, Principal
 from .credentials import CredentialSource
 from .errors import GatewayError, ModelNotFound, UpstreamError, UpstreamTimeout
-from .store import PendingApprovals, PendingRecord, ToolCallEntry
+from .store import AlreadyAnswered, PendingApprovals, PendingRecord, ToolCallEntry
 from .translate import (
     KEEPALIVE,
     Pause,
     StreamTranslator,
     check_supported,
+    chunks_from_completion,
     client_tools,
     completion_from_letta,
     letta_messages,
@@ -150,9 +152,7 @@ class Gateway:
 
     # ------------------------------------------------------------------------------------------------ chat
 
-    async def _prepare(
-        self, principal: Principal, request: ChatCompletionRequest
-    ) -> tuple[AgentInfo, list[dict[str, Any]], list[dict[str, Any]], PendingRecord | None]:
+    async def _prepare(self, principal: Principal, request: ChatCompletionRequest) -> _Turn:
         check_supported(request)
         turn = plan_turn(request.messages)
         tools = client_tools(request)
@@ -160,16 +160,33 @@ class Gateway:
         claim: PendingRecord | None = None
         order: list[str] | None = None
         if turn.is_resume:
-            claim = await asyncio.to_thread(
-                self.approvals.claim,
-                owner=principal.key_id,
-                agent_id=agent.id,
-                conversation_id=None,
-                tool_call_ids=[r.tool_call_id for r in turn.tool_results],
-            )
+            try:
+                claim = await asyncio.to_thread(
+                    self.approvals.claim,
+                    owner=principal.key_id,
+                    agent_id=agent.id,
+                    conversation_id=None,
+                    tool_call_ids=[r.tool_call_id for r in turn.tool_results],
+                )
+            except AlreadyAnswered as answered:
+                log.info("tool results already answered: replaying", run_id=answered.run_id)
+                return _Turn(agent, [], tools, None, replay_run=answered.run_id)
             order = [c.id for c in claim.tool_calls]
             log.bind(resume_of=claim.run_id)
-        return agent, letta_messages(turn, order), tools, claim
+        return _Turn(agent, letta_messages(turn, order), tools, claim)
+
+    async def _replayed(self, turn: _Turn, request: ChatCompletionRequest) -> ChatCompletion:
+        """The answer Letta gave to these tool results the first time, read back from its run."""
+        assert turn.replay_run is not None
+        response = await self.agents.run_response(turn.replay_run)
+        completion, _ = completion_from_letta(
+            response,
+            completion_id=completion_id(),
+            created=int(time.time()),
+            model=request.model,
+            tool_names=tool_names(turn.tools),
+        )
+        return completion
 
     async def _explain(self, error: GatewayError, principal: Principal, agent: AgentInfo, model: str) -> GatewayError:
         """Make Letta's refusals actionable for an OpenAI client."""
@@ -190,7 +207,9 @@ class Gateway:
             )
         return error
 
-    async def _save_pause(self, principal: Principal, agent: AgentInfo, pause: Pause) -> None:
+    async def _save_pause(
+        self, principal: Principal, agent: AgentInfo, pause: Pause, claim: PendingRecord | None, run_id: str | None
+    ) -> None:
         await asyncio.to_thread(
             self.approvals.save_pause,
             owner=principal.key_id,
@@ -199,39 +218,55 @@ class Gateway:
             run_id=pause.run_id,
             approval_message_id=pause.approval_message_id,
             tool_calls=[ToolCallEntry(c.id, c.name) for c in pause.calls],
+            answered=claim,
+            answered_run_id=run_id,
         )
         log.info("agent paused for client tools", run_id=pause.run_id, tool_calls=[c.id for c in pause.calls])
 
     async def complete(
         self, principal: Principal, request: ChatCompletionRequest, deadline: float | None = None
     ) -> ChatCompletion:
-        agent, messages, tools, claim = await self._prepare(principal, request)
+        turn = await self._prepare(principal, request)
+        if turn.replay_run is not None:
+            return await self._replayed(turn, request)
+        agent, claim = turn.agent, turn.claim
         try:
-            response = await _within(deadline, self.agents.send(agent.id, messages, tools))
+            response = await _within(deadline, self.agents.send(agent.id, turn.messages, turn.tools))
         except GatewayError as error:
             if claim is not None:
                 await asyncio.to_thread(self.approvals.release, claim)
             raise await self._explain(error, principal, agent, request.model) from None
-        if claim is not None:
-            await asyncio.to_thread(self.approvals.complete, claim, _first_run_id(response))
-        completion, pause = completion_from_letta(
-            response,
-            completion_id=completion_id(),
-            created=int(time.time()),
-            model=request.model,
-            tool_names=tool_names(tools),
-        )
+        run_id = _first_run_id(response)
+        try:
+            completion, pause = completion_from_letta(
+                response,
+                completion_id=completion_id(),
+                created=int(time.time()),
+                model=request.model,
+                tool_names=tool_names(turn.tools),
+            )
+        except GatewayError:
+            if claim is not None:
+                await asyncio.to_thread(self.approvals.complete, claim, run_id)
+            raise
         if pause is not None:
-            await self._save_pause(principal, agent, pause)
+            await self._save_pause(principal, agent, pause, claim, run_id)
+        elif claim is not None:
+            await asyncio.to_thread(self.approvals.complete, claim, run_id)
         return completion
 
     async def open_stream(
         self, principal: Principal, request: ChatCompletionRequest, deadline: float | None = None
     ) -> AsyncIterator[bytes]:
         """Start the turn; failures before Letta streams anything raise here and get a proper HTTP status."""
-        agent, messages, tools, claim = await self._prepare(principal, request)
+        turn = await self._prepare(principal, request)
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        if turn.replay_run is not None:
+            completion = await self._replayed(turn, request)
+            return _replay_stream(chunks_from_completion(completion, include_usage))
+        agent, claim = turn.agent, turn.claim
         try:
-            stream = await _within(deadline, self.agents.open_stream(agent.id, messages, tools))
+            stream = await _within(deadline, self.agents.open_stream(agent.id, turn.messages, turn.tools))
         except GatewayError as error:
             if claim is not None:
                 await asyncio.to_thread(self.approvals.release, claim)
@@ -240,8 +275,8 @@ class Gateway:
             completion_id=completion_id(),
             created=int(time.time()),
             model=request.model,
-            tool_names=tool_names(tools),
-            include_usage=bool(request.stream_options and request.stream_options.include_usage),
+            tool_names=tool_names(turn.tools),
+            include_usage=include_usage,
         )
         return self._relay(principal, agent, stream, translator, claim, deadline)
 
@@ -268,7 +303,7 @@ class Gateway:
                     yield sse.KEEPALIVE if item is KEEPALIVE else sse.event(item)  # type: ignore[arg-type]
             reason, pause = translator.outcome()
             if pause is not None:
-                await self._save_pause(principal, agent, pause)
+                await self._save_pause(principal, agent, pause, claim, translator.run_id)
             for chunk in translator.closing(reason):
                 yield sse.event(chunk)
             yield sse.DONE
@@ -282,6 +317,21 @@ class Gateway:
             yield sse.event(UpstreamError("The gateway failed while streaming.", code="internal_error").envelope())
         finally:
             await stream.aclose()
+
+
+async def _replay_stream(chunks: list[Any]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield sse.event(chunk)
+    yield sse.DONE
+
+
+@dataclass(frozen=True)
+class _Turn:
+    agent: AgentInfo
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    claim: PendingRecord | None
+    replay_run: str | None = None
 
 
 def _first_run_id(response: dict[str, Any]) -> str | None:

@@ -504,5 +504,39 @@ class StreamTranslator:
         return chunks
 
 
+def chunks_from_completion(completion: ChatCompletion, include_usage: bool) -> list[ChatCompletionChunk]:
+    """A finished completion as the chunks a stream of it would have had (used to replay an answer)."""
+    translator = StreamTranslator(
+        completion_id=completion.id,
+        created=completion.created,
+        model=completion.model,
+        tool_names=frozenset(),
+        include_usage=include_usage,
+    )
+    choice = completion.choices[0]
+    message = choice.message
+    chunks = [translator.opening()]
+    if message.reasoning_content:
+        chunks.append(translator.chunk(ChoiceDelta(reasoning_content=message.reasoning_content)))
+    if message.content:
+        chunks.append(translator.chunk(ChoiceDelta(content=message.content)))
+    if message.tool_calls:
+        deltas = [
+            ChoiceDeltaToolCall(
+                index=i,
+                id=call.id,
+                type="function",
+                function=ChoiceDeltaToolCallFunction(name=call.function.name, arguments=call.function.arguments),
+            )
+            for i, call in enumerate(message.tool_calls)
+        ]
+        chunks.append(translator.chunk(ChoiceDelta(tool_calls=deltas)))
+    translator.usage = None
+    chunks.extend(translator.closing(choice.finish_reason))
+    if include_usage and completion.usage is not None:
+        chunks[-1].usage = completion.usage
+    return chunks
+
+
 def tool_names(tools: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(t["name"] for t in tools)

@@ -59,6 +59,8 @@ class LettaDouble:
         self.list_calls = 0
         self.delay = 0.0
         self.next_tool_call_ids: list[str] = []
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.run_reads = 0
         self._lock = threading.Lock()
         self._counter = 0
         self.app = Starlette(
@@ -67,6 +69,8 @@ class LettaDouble:
                 Route("/v1/agents/{agent_id}", self._get_agent, methods=["GET"]),
                 Route("/v1/agents/{agent_id}/messages", self._messages, methods=["POST"]),
                 Route("/v1/agents/{agent_id}/messages/stream", self._messages_stream, methods=["POST"]),
+                Route("/v1/runs/{run_id}", self._get_run, methods=["GET"]),
+                Route("/v1/runs/{run_id}/messages", self._run_messages, methods=["GET"]),
             ]
         )
 
@@ -81,6 +85,8 @@ class LettaDouble:
             self.list_calls = 0
             self.delay = 0.0
             self.next_tool_call_ids.clear()
+            self.runs.clear()
+            self.run_reads = 0
 
     def add_agent(self, name: str, *, parallel: bool = False, agent_id: str | None = None) -> Agent:
         agent = Agent(id=agent_id or _id("agent"), name=name, parallel_tool_calls=parallel)
@@ -111,6 +117,20 @@ class LettaDouble:
             ids = [a.id for a in agents]
             agents = agents[ids.index(after) + 1 :] if after in ids else []
         return JSONResponse([self._agent_state(a) for a in agents[:limit]])
+
+    async def _get_run(self, request: Request) -> Response:
+        run = self.runs.get(request.path_params["run_id"])
+        if run is None:
+            return JSONResponse({"detail": "Run not found"}, status_code=404)
+        self.run_reads += 1
+        return JSONResponse({k: v for k, v in run.items() if k != "messages"})
+
+    async def _run_messages(self, request: Request) -> Response:
+        run = self.runs.get(request.path_params["run_id"])
+        if run is None:
+            return JSONResponse({"detail": "Run not found"}, status_code=404)
+        self.run_reads += 1
+        return JSONResponse(run["messages"])
 
     async def _get_agent(self, request: Request) -> Response:
         agent = self.agents.get(request.path_params["agent_id"])
@@ -265,7 +285,8 @@ class LettaDouble:
                     text = content if isinstance(content, str) else " ".join(p.get("text", "[image]") for p in content)
                     user_texts.append(text)
                     agent.history.append({"role": "user", "content": content})
-            return self._act(agent, run_id, out, user_texts, tools)
+            messages, stop = self._act(agent, run_id, out, user_texts, tools)
+            return self._finish_run(agent, run_id, body, messages, stop)
 
     def _apply_approval(
         self, agent: Agent, message: dict[str, Any], run_id: str, out: list[dict[str, Any]]
@@ -339,6 +360,39 @@ class LettaDouble:
         if self.next_tool_call_ids:
             return self.next_tool_call_ids.pop(0)
         return f"call_fake{self._counter:04d}_{i}"
+
+    def _finish_run(
+        self, agent: Agent, run_id: str, body: dict[str, Any], out: list[dict[str, Any]], stop: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        echoed = []
+        for message in body.get("messages") or ():
+            if message.get("type") == "approval":
+                echoed.append(
+                    {
+                        "id": _id("message"),
+                        "message_type": "approval_response_message",
+                        "run_id": run_id,
+                        "approvals": message.get("approvals"),
+                    }
+                )
+            elif message.get("role") == "user":
+                echoed.append(
+                    {
+                        "id": _id("message"),
+                        "message_type": "user_message",
+                        "run_id": run_id,
+                        "content": message.get("content"),
+                    }
+                )
+        self.runs[run_id] = {
+            "id": run_id,
+            "agent_id": agent.id,
+            "status": "completed",
+            "stop_reason": stop,
+            "background": False,
+            "messages": echoed + out,
+        }
+        return out, stop
 
     def _act(
         self, agent: Agent, run_id: str, out: list[dict[str, Any]], user_texts: list[str], tools: set[str]

@@ -9,6 +9,7 @@ import pytest
 
 from letta_gateway.errors import InvalidRequest
 from letta_gateway.store import (
+    AlreadyAnswered,
     PendingApprovals,
     PendingBackend,
     ResumeInProgress,
@@ -68,7 +69,7 @@ def test_claim_is_order_independent_and_moves_to_resuming(approvals: PendingAppr
     assert [c.id for c in claimed.tool_calls] == ["call_1", "call_2"]
 
 
-def test_second_claim_is_in_progress_then_already_submitted(approvals: PendingApprovals) -> None:
+def test_second_claim_is_in_progress_then_answered_by_the_resume_run(approvals: PendingApprovals) -> None:
     pause(approvals)
     claimed = claim(approvals)
     with pytest.raises(ResumeInProgress) as info:
@@ -77,8 +78,37 @@ def test_second_claim_is_in_progress_then_already_submitted(approvals: PendingAp
     approvals.complete(claimed, "run-2")
     stored = approvals.backend.get(thread_key("agent-1", None))
     assert stored is not None and stored.status == "done" and stored.resume_run_id == "run-2"
+    with pytest.raises(AlreadyAnswered) as answered:
+        claim(approvals)
+    assert answered.value.run_id == "run-2"
+    with pytest.raises(ToolCallsNotFound):
+        claim(approvals, owner="key-bob")  # a retry under another key learns nothing
+
+
+def test_completed_without_a_run_id_is_already_submitted(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    approvals.complete(claim(approvals), None)
     with pytest.raises(ToolResultsAlreadySubmitted):
         claim(approvals)
+
+
+def test_results_that_led_to_the_next_pause_are_answered_by_their_run(approvals: PendingApprovals) -> None:
+    pause(approvals)
+    claimed = claim(approvals)
+    approvals.save_pause(
+        owner="key-alice",
+        agent_id="agent-1",
+        conversation_id=None,
+        run_id="run-2",
+        approval_message_id="message-2",
+        tool_calls=[ToolCallEntry("call_3", "read_file")],
+        answered=claimed,
+        answered_run_id="run-2",
+    )
+    with pytest.raises(AlreadyAnswered) as answered:
+        claim(approvals)
+    assert answered.value.run_id == "run-2"
+    assert claim(approvals, ids=("call_3",)).status == "resuming"
 
 
 def test_release_makes_it_consumable_again(approvals: PendingApprovals) -> None:

@@ -1,6 +1,7 @@
 """Pending tool-call state store: one policy (`PendingApprovals`), DynamoDB and SQLite backends."""
 
 from .base import (
+    AlreadyAnswered,
     PendingApprovals,
     PendingBackend,
     PendingRecord,
@@ -11,6 +12,7 @@ from .base import (
 )
 
 __all__ = [
+    "AlreadyAnswered",
     "PendingApprovals",
     "PendingBackend",
     "PendingRecord",

@@ -38,6 +38,10 @@ class PendingRecord:
     status: Status = "pending"
     resume_run_id: str | None = None
     updated_at: int = 0
+    # The tool results that led to this pause and the Letta run that answered them: a retry of those results
+    # is answered again from that run.
+    previous_ids_key: str | None = None
+    previous_run_id: str | None = None
 
     @property
     def thread_key(self) -> str:
@@ -125,6 +129,14 @@ class ToolResultsAlreadySubmitted(Conflict):
     code = "tool_results_already_submitted"
 
 
+class AlreadyAnswered(Exception):
+    """These tool results were already accepted by Letta; `run_id` is the run that answered them."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
 class PendingApprovals:
     """The pause/resume policy over a backend."""
 
@@ -145,7 +157,10 @@ class PendingApprovals:
         run_id: str | None,
         approval_message_id: str | None,
         tool_calls: Sequence[ToolCallEntry],
+        answered: PendingRecord | None = None,
+        answered_run_id: str | None = None,
     ) -> PendingRecord:
+        """Record a pause. `answered` is the claim whose tool results led to it (answered by `answered_run_id`)."""
         now = self._now()
         record = PendingRecord(
             agent_id=agent_id,
@@ -157,6 +172,8 @@ class PendingApprovals:
             created_at=now,
             expires_at=now + self.ttl_seconds,
             updated_at=now,
+            previous_ids_key=answered.ids_key if answered is not None and answered_run_id else None,
+            previous_run_id=answered_run_id if answered is not None else None,
         )
         self.backend.put(record)
         return record
@@ -171,7 +188,10 @@ class PendingApprovals:
     def claim(
         self, *, owner: str, agent_id: str, conversation_id: str | None, tool_call_ids: Sequence[str]
     ) -> PendingRecord:
-        """Take the pending record for these tool results, exactly once across all instances."""
+        """Take the pending record for these tool results, exactly once across all instances.
+
+        Raises `AlreadyAnswered` when Letta already accepted these very results (a retry), so the caller can answer
+        it again from Letta's run instead of sending anything."""
         key = thread_key(agent_id, conversation_id)
         now = self._now()
         expect = Expect(status="pending", owner=owner, ids_key=ids_key(tool_call_ids), now=now)
@@ -181,6 +201,12 @@ class PendingApprovals:
             raise self._why(failed.current, owner, tool_call_ids, now) from None
 
     def _why(self, record: PendingRecord | None, owner: str, ids: Sequence[str], now: int) -> Exception:
+        if record is not None and record.owner == owner and not record.expired(now):
+            given = ids_key(ids)
+            if record.status == "done" and record.ids_key == given and record.resume_run_id:
+                return AlreadyAnswered(record.resume_run_id)
+            if record.previous_ids_key == given and record.previous_run_id:
+                return AlreadyAnswered(record.previous_run_id)
         if record is None or record.owner != owner or record.expired(now):
             listed = ", ".join(ids)
             return ToolCallsNotFound(
@@ -244,6 +270,8 @@ def record_to_dict(record: PendingRecord) -> dict[str, object]:
         "status": record.status,
         "resume_run_id": record.resume_run_id,
         "updated_at": record.updated_at,
+        "previous_ids_key": record.previous_ids_key,
+        "previous_run_id": record.previous_run_id,
     }
 
 
@@ -260,4 +288,6 @@ def record_from_dict(data: dict) -> PendingRecord:  # type: ignore[type-arg]
         status=data["status"],
         resume_run_id=data.get("resume_run_id"),
         updated_at=int(data.get("updated_at") or 0),
+        previous_ids_key=data.get("previous_ids_key"),
+        previous_run_id=data.get("previous_run_id"),
     )
