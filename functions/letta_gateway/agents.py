@@ -278,6 +278,19 @@ class LettaAgents:
             )
         return _agent(matches[0])
 
+    async def pending_tool_call_ids(self, agent_id: str) -> list[str]:
+        """The tool calls the agent waits on, as Letta reports them (`agent.pending_approval`)."""
+        try:
+            raw = await self._reader().agents.with_raw_response.retrieve(agent_id, include=["agent.pending_approval"])
+            agent = await raw.json()
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+        pending = agent.get("pending_approval") or {}
+        calls = pending.get("tool_calls") or ([pending["tool_call"]] if pending.get("tool_call") else [])
+        return [c["tool_call_id"] for c in calls if c.get("tool_call_id")]
+
     # ------------------------------------------------------------------------------------------ runs
 
     async def run_response(self, run_id: str) -> dict[str, Any]:

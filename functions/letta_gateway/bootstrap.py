@@ -26,7 +26,11 @@ def build_backend(settings: Settings) -> PendingBackend:
 def build_gateway(settings: Settings) -> Gateway:
     approvals = PendingApprovals(build_backend(settings), ttl_seconds=settings.pending_ttl_seconds)
     return Gateway(
-        LettaAgents(settings), approvals, credential_source(settings), keepalive_seconds=settings.keepalive_seconds
+        LettaAgents(settings),
+        approvals,
+        credential_source(settings),
+        keepalive_seconds=settings.keepalive_seconds,
+        deny_unknown_approvals=settings.deny_unknown_approvals,
     )
 
 

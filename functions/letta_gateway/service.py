@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ from .translate import (
     chunks_from_completion,
     client_tools,
     completion_from_letta,
+    deny_message,
     letta_messages,
     plan_turn,
     tool_names,
@@ -35,6 +36,11 @@ from .translate import (
 from .wire import ChatCompletion, ChatCompletionRequest, Model, ModelList
 
 T = TypeVar("T")
+
+ABANDONED_REASON = (
+    "The user did not run this tool and sent a new message instead. Do not wait for its result; continue with "
+    "the user's new message."
+)
 
 
 def completion_id() -> str:
@@ -105,8 +111,10 @@ class Gateway:
         keyring: KeyRing | None = None,
         *,
         keepalive_seconds: float = 10.0,
+        deny_unknown_approvals: bool = False,
     ) -> None:
         self.keepalive_seconds = keepalive_seconds
+        self.deny_unknown_approvals = deny_unknown_approvals
         self.agents = agents
         self.approvals = approvals
         self.credentials = credentials
@@ -188,6 +196,48 @@ class Gateway:
         )
         return completion
 
+    async def _call_letta(
+        self,
+        principal: Principal,
+        request: ChatCompletionRequest,
+        turn: _Turn,
+        deadline: float | None,
+        call: Callable[[list[dict[str, Any]]], Awaitable[T]],
+    ) -> tuple[T, PendingRecord | None]:
+        """Send the turn. A new message to an agent still waiting on tool calls this key abandoned first denies
+        them (Letta then tells the agent why) in the same request, so the agent is never left blocked. A claimed
+        record goes back to pending when Letta did not take the request."""
+        claim = turn.claim
+        try:
+            try:
+                return await _within(deadline, call(turn.messages)), claim
+            except AgentPendingApproval:
+                if claim is not None:
+                    raise
+                claim, denial = await self._abandon(principal, turn.agent)
+                result = await _within(deadline, call([denial, *turn.messages]))
+                log.info("denied abandoned tool calls", tool_calls=[a["tool_call_id"] for a in denial["approvals"]])
+                if claim is not None:
+                    # Denied, not answered: late results for these calls are refused, not replayed.
+                    await asyncio.to_thread(self.approvals.complete, claim, None)
+                return result, None
+        except GatewayError as error:
+            if claim is not None:
+                await asyncio.to_thread(self.approvals.release, claim)
+            raise await self._explain(error, principal, turn.agent, request.model) from None
+
+    async def _abandon(self, principal: Principal, agent: AgentInfo) -> tuple[PendingRecord | None, dict[str, Any]]:
+        record = await asyncio.to_thread(self.approvals.abandon, principal.key_id, agent.id, None)
+        if record is not None:
+            ids = [c.id for c in record.tool_calls]
+        elif self.deny_unknown_approvals:
+            ids = await self.agents.pending_tool_call_ids(agent.id)
+        else:
+            ids = []
+        if not ids:
+            raise AgentPendingApproval("The agent is waiting for approval of a tool call.")
+        return record, deny_message(ids, ABANDONED_REASON)
+
     async def _explain(self, error: GatewayError, principal: Principal, agent: AgentInfo, model: str) -> GatewayError:
         """Make Letta's refusals actionable for an OpenAI client."""
         if isinstance(error, LettaNotFound):
@@ -203,7 +253,8 @@ class Gateway:
                 )
             return AgentPendingApproval(
                 "The agent is waiting for approval of a tool call that was not made through this gateway key. "
-                "Answer or deny it in Letta, then retry."
+                "Answer or deny it in Letta, or enable GATEWAY_DENY_UNKNOWN_APPROVALS to let new messages deny "
+                "it, then retry."
             )
         return error
 
@@ -229,13 +280,10 @@ class Gateway:
         turn = await self._prepare(principal, request)
         if turn.replay_run is not None:
             return await self._replayed(turn, request)
-        agent, claim = turn.agent, turn.claim
-        try:
-            response = await _within(deadline, self.agents.send(agent.id, turn.messages, turn.tools))
-        except GatewayError as error:
-            if claim is not None:
-                await asyncio.to_thread(self.approvals.release, claim)
-            raise await self._explain(error, principal, agent, request.model) from None
+        agent = turn.agent
+        response, claim = await self._call_letta(
+            principal, request, turn, deadline, lambda messages: self.agents.send(agent.id, messages, turn.tools)
+        )
         run_id = _first_run_id(response)
         try:
             completion, pause = completion_from_letta(
@@ -264,13 +312,10 @@ class Gateway:
         if turn.replay_run is not None:
             completion = await self._replayed(turn, request)
             return _replay_stream(chunks_from_completion(completion, include_usage))
-        agent, claim = turn.agent, turn.claim
-        try:
-            stream = await _within(deadline, self.agents.open_stream(agent.id, turn.messages, turn.tools))
-        except GatewayError as error:
-            if claim is not None:
-                await asyncio.to_thread(self.approvals.release, claim)
-            raise await self._explain(error, principal, agent, request.model) from None
+        agent = turn.agent
+        stream, claim = await self._call_letta(
+            principal, request, turn, deadline, lambda messages: self.agents.open_stream(agent.id, messages, turn.tools)
+        )
         translator = StreamTranslator(
             completion_id=completion_id(),
             created=int(time.time()),

@@ -37,6 +37,15 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigurationError(f"{name} must be true or false, got {raw!r}")
+
+
 @dataclass(frozen=True)
 class Settings:
     letta_base_url: str = LETTA_CLOUD_URL
@@ -52,6 +61,7 @@ class Settings:
     deadline_seconds: float | None = None
     deadline_margin_seconds: float = 2.0
     keepalive_seconds: float = 10.0
+    deny_unknown_approvals: bool = False
     log_level: str = "INFO"
 
     @classmethod
@@ -72,6 +82,7 @@ class Settings:
             deadline_seconds=_float(env, "GATEWAY_DEADLINE_SECONDS", 0.0) or None,
             deadline_margin_seconds=_float(env, "GATEWAY_DEADLINE_MARGIN_SECONDS", 2.0),
             keepalive_seconds=_float(env, "GATEWAY_KEEPALIVE_SECONDS", 10.0),
+            deny_unknown_approvals=_bool(env, "GATEWAY_DENY_UNKNOWN_APPROVALS"),
             log_level=(env.get("GATEWAY_LOG_LEVEL") or env.get("POWERTOOLS_LOG_LEVEL") or "INFO").upper(),
         )
         settings.validate()

@@ -222,6 +222,16 @@ def letta_messages(turn: TurnInput, answered: Sequence[str] | None = None) -> li
     return out
 
 
+def deny_message(tool_call_ids: Sequence[str], reason: str) -> dict[str, Any]:
+    """A Letta approval message refusing tool calls; the agent reads `reason` as the tool's error."""
+    return {
+        "type": "approval",
+        "approvals": [
+            {"type": "approval", "tool_call_id": i, "approve": False, "reason": reason} for i in tool_call_ids
+        ],
+    }
+
+
 # ------------------------------------------------------------------------------------------------ outbound
 
 FINISH_REASONS: Mapping[str, FinishReason] = {

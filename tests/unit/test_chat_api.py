@@ -411,13 +411,51 @@ def test_concurrent_duplicates_reach_letta_once(gateway_url: str, letta: LettaDo
     assert len(letta.approvals_received(coder.id)) == 1
 
 
-def test_user_message_while_tools_pending_is_an_actionable_409(client: openai.OpenAI, coder) -> None:
+def test_a_new_message_instead_of_tool_results_denies_them_and_continues(
+    client: openai.OpenAI, letta: LettaDouble, coder
+) -> None:
     first = client.chat.completions.create(model="coder", messages=[user('CALL:read_file {"path": "a"}')], tools=TOOLS)
     call = first.choices[0].message.tool_calls[0]
+    reply = client.chat.completions.create(model="coder", messages=[user("never mind, hello")], tools=TOOLS)
+    assert reply.choices[0].finish_reason == "stop" and "never mind, hello" in reply.choices[0].message.content
+    denial, message = letta.message_posts(coder.id)[-1]["messages"]
+    assert denial["type"] == "approval" and message == user("never mind, hello")
+    assert [(a["tool_call_id"], a["approve"]) for a in denial["approvals"]] == [(call.id, False)]
+    assert "did not run this tool" in denial["approvals"][0]["reason"]
+    assert letta.agents[coder.id].pending is None
+    # the denied calls are gone: their late results are not sent
+    late = [user("x"), assistant_of(first.choices[0].message), tool(call.id, "late")]
     with pytest.raises(openai.ConflictError) as info:
-        client.chat.completions.create(model="coder", messages=[user("never mind")], tools=TOOLS)
+        client.chat.completions.create(model="coder", messages=late, tools=TOOLS)
+    assert info.value.body["code"] == "tool_results_already_submitted"
+    assert "late" not in json.dumps(letta.requests)
+
+
+def test_another_keys_pending_tool_calls_are_not_denied(gateway_url: str, letta: LettaDouble, coder) -> None:
+    with openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=BOB, max_retries=0) as bob:
+        bob.chat.completions.create(model="coder", messages=[user('CALL:read_file {"path": "a"}')], tools=TOOLS)
+    with openai.OpenAI(base_url=f"{gateway_url}/v1", api_key=ALICE, max_retries=0) as alice:
+        with pytest.raises(openai.ConflictError) as info:
+            alice.chat.completions.create(model="coder", messages=[user("hello")], tools=TOOLS)
     assert info.value.body["code"] == "agent_pending_approval"
-    assert call.id in info.value.body["message"] and "read_file" in info.value.body["message"]
+    assert "GATEWAY_DENY_UNKNOWN_APPROVALS" in info.value.body["message"]
+    assert letta.agents[coder.id].pending is not None and letta.approvals_received(coder.id) == []
+
+
+def test_unknown_approvals_are_denied_when_switched_on(
+    serve: Callable[..., str], letta_url: str, backend_factory, letta: LettaDouble, coder
+) -> None:
+    other = serve(make_gateway(letta_url, backend_factory()))
+    with openai.OpenAI(base_url=f"{other}/v1", api_key=BOB, max_retries=0) as bob:
+        paused = bob.chat.completions.create(model="coder", messages=[user('CALL:read_file {"p": 1}')], tools=TOOLS)
+    gateway = make_gateway(letta_url, backend_factory())
+    gateway.deny_unknown_approvals = True
+    url = serve(gateway)
+    with openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0) as alice:
+        reply = alice.chat.completions.create(model="coder", messages=[user("SAY:moving on")], tools=TOOLS)
+    assert reply.choices[0].message.content == "moving on"
+    denial = letta.message_posts(coder.id)[-1]["messages"][0]
+    assert [a["tool_call_id"] for a in denial["approvals"]] == [paused.choices[0].message.tool_calls[0].id]
 
 
 def test_unknown_tool_call_id_is_404(client: openai.OpenAI, letta: LettaDouble, coder) -> None:

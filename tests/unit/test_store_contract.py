@@ -142,6 +142,15 @@ def test_other_owner_sees_nothing(approvals: PendingApprovals) -> None:
     assert claim(approvals).status == "resuming"
 
 
+def test_abandon_takes_the_owners_record_even_when_expired(approvals: PendingApprovals, clock: Clock) -> None:
+    pause(approvals)
+    assert approvals.abandon("key-bob", "agent-1", None) is None
+    clock.now += 601
+    taken = approvals.abandon("key-alice", "agent-1", None)
+    assert taken is not None and taken.status == "resuming"
+    assert approvals.abandon("key-alice", "agent-1", None) is None  # exactly once
+
+
 def test_missing_record_is_not_found(approvals: PendingApprovals) -> None:
     with pytest.raises(ToolCallsNotFound):
         claim(approvals, agent="agent-nope")

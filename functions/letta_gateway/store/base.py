@@ -233,9 +233,21 @@ class PendingApprovals:
                 headers={"Retry-After": "2"},
             )
         return ToolResultsAlreadySubmitted(
-            "These tool results were already submitted to the agent; the agent has continued since.",
+            "These tool calls were already answered (or denied when a new message arrived); the agent has "
+            "continued since.",
             param="messages",
         )
+
+    def abandon(self, owner: str, agent_id: str, conversation_id: str | None) -> PendingRecord | None:
+        """Take this owner's pending record of the thread, expired or not, to deny its tool calls."""
+        try:
+            return self.backend.transition(
+                thread_key(agent_id, conversation_id),
+                Expect(status="pending", owner=owner, ids_key=None, now=0),
+                Changes(status="resuming", updated_at=self._now()),
+            )
+        except ConditionFailed:
+            return None
 
     def release(self, record: PendingRecord) -> None:
         """Letta did not accept the tool results: make the record consumable again."""
