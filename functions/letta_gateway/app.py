@@ -16,9 +16,16 @@ from . import observability as log
 from .auth import Principal
 from .errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound, PayloadTooLarge
 from .service import Gateway
-from .wire import ChatCompletion, ChatCompletionRequest, Model, ModelList
+from .wire import ChatCompletion, ChatCompletionRequest, ErrorResponse, Model, ModelList
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": ErrorResponse} for status in statuses}
+
+
+V1_ERRORS = _errors(401, 404, 405, 413, 429, 500, 502, 504)
 
 
 def error_response(error: GatewayError) -> JSONResponse:
@@ -252,18 +259,22 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok", "version": __version__}
 
-    @app.get("/v1/models", response_model=ModelList)
+    @app.get("/v1/models", response_model=ModelList, responses=V1_ERRORS)
     async def list_models(request: Request, caller: Caller) -> ModelList:
         return await get_gateway(request).list_models(caller)
 
-    @app.get("/v1/models/{model:path}", response_model=Model)
+    @app.get("/v1/models/{model:path}", response_model=Model, responses=V1_ERRORS)
     async def get_model(request: Request, model: str, caller: Caller) -> Model:
         return await get_gateway(request).get_model(caller, model)
 
     @app.post(
         "/v1/chat/completions",
         response_model=ChatCompletion,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={
+            200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}},
+            **_errors(400, 409),
+            **V1_ERRORS,
+        },
     )
     async def chat_completions(request: Request, body: ChatCompletionRequest, caller: Caller) -> Response:
         gw = get_gateway(request)

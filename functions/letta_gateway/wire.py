@@ -278,3 +278,16 @@ class Model(BaseModel):
 class ModelList(BaseModel):
     object: Literal["list"] = "list"
     data: list[Model]
+
+
+class ErrorObject(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """`{"error": {...}}`, the envelope of every failure."""
+
+    error: ErrorObject
