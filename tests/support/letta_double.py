@@ -61,6 +61,7 @@ class LettaDouble:
         self.next_tool_call_ids: list[str] = []
         self.runs: dict[str, dict[str, Any]] = {}
         self.run_reads = 0
+        self.stream_fault: str | None = None  # "malformed" | "truncated" | "reset", for the next stream
         self._lock = threading.Lock()
         self._counter = 0
         self.app = Starlette(
@@ -87,6 +88,7 @@ class LettaDouble:
             self.next_tool_call_ids.clear()
             self.runs.clear()
             self.run_reads = 0
+            self.stream_fault = None
 
     def add_agent(self, name: str, *, parallel: bool = False, agent_id: str | None = None) -> Agent:
         agent = Agent(id=agent_id or _id("agent"), name=name, parallel_tool_calls=parallel)
@@ -194,6 +196,7 @@ class LettaDouble:
             return outcome
         messages, stop = outcome
         token_mode = bool(body.get("stream_tokens"))
+        fault, self.stream_fault = self.stream_fault, None
         run_id = messages[0]["run_id"] if messages else _id("run")
         delay = self.delay
 
@@ -202,11 +205,17 @@ class LettaDouble:
                 yield self._sse(
                     {"id": _id("ping"), "date": "2026-11-25T21:31:32+00:00", "message_type": "ping", "run_id": run_id}
                 )
+            if fault == "malformed":
+                yield b"data: {this is not json\n\n"
+            if fault == "reset":
+                raise ConnectionResetError("connection reset by the double")
             for message in messages:
                 for event in self._token_events(message) if token_mode else [message]:
                     if delay:
                         await asyncio.sleep(delay)
                     yield self._sse(event)
+            if fault == "truncated":
+                return
             yield self._sse({"message_type": "stop_reason", "stop_reason": stop})
             yield self._sse(self._usage())
             yield b"data: [DONE]\n\n"
