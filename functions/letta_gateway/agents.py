@@ -185,13 +185,18 @@ class LettaAgents:
 
     def _default_client(self) -> Any:
         import httpx
-        from letta_client import AsyncLetta
+        from letta_client import AsyncLetta, DefaultAsyncHttpxClient
 
+        timeout = httpx.Timeout(self.settings.letta_timeout_seconds, connect=10.0)
+        # Idle connections are dropped well before a server's keep-alive timeout (uvicorn: 5 s), so a request is
+        # never written to a connection the server is closing: such a failure would be ambiguous for a write.
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=2.0)
         return AsyncLetta(
             base_url=self.settings.letta_base_url,
             api_key=self._api_key or "local-letta-server",
             max_retries=0,
-            timeout=httpx.Timeout(self.settings.letta_timeout_seconds, connect=10.0),
+            timeout=timeout,
+            http_client=DefaultAsyncHttpxClient(timeout=timeout, limits=limits),
         )
 
     @property

@@ -14,10 +14,16 @@ from .base import Changes, ConditionFailed, Expect, PendingRecord, holds, record
 PENDING_SK = "pending"
 
 
+_WRITE_LOCKS: dict[str, threading.Lock] = {}
+
+
 class SQLiteBackend:
     def __init__(self, path: str) -> None:
         self.path = path
         self._local = threading.local()
+        # Threads of one process take turns before asking SQLite for its write lock: SQLite's own busy handler
+        # sleeps in steps of up to 100 ms, which would dominate latency under concurrency.
+        self._write_lock = _WRITE_LOCKS.setdefault(os.path.abspath(path), threading.Lock())
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with self._connect() as conn:
@@ -37,6 +43,10 @@ class SQLiteBackend:
 
     def put(self, record: PendingRecord) -> None:
         body = json.dumps(record_to_dict(record))
+        with self._write_lock:
+            self._put(body, record)
+
+    def _put(self, body: str, record: PendingRecord) -> None:
         self._connect().execute(
             "INSERT INTO items (pk, sk, body) VALUES (?, ?, ?) ON CONFLICT (pk, sk) DO UPDATE SET body = excluded.body",
             (record.thread_key, PENDING_SK, body),
@@ -50,6 +60,10 @@ class SQLiteBackend:
         return self._read(self._connect(), key)
 
     def transition(self, key: str, expect: Expect, changes: Changes) -> PendingRecord:
+        with self._write_lock:
+            return self._transition(key, expect, changes)
+
+    def _transition(self, key: str, expect: Expect, changes: Changes) -> PendingRecord:
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE")
         try:
