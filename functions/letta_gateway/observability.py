@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
 SERVICE = "letta-gateway"
+ENTRY = os.environ.get("GATEWAY_ENTRY") or "uvicorn"  # mangum | lwa | uvicorn: which entry serves this process
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("request_log_context", default=None)
 _logger: Any = None
@@ -27,7 +29,7 @@ def logger(level: str | None = None) -> Any:
 
 
 def begin_request(correlation_id: str | None) -> dict[str, Any]:
-    fields = {"correlation_id": correlation_id or uuid.uuid4().hex}
+    fields = {"correlation_id": correlation_id or uuid.uuid4().hex, "entry": ENTRY}
     _context.set(fields)
     return fields
 
