@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test unit lint format template-check clean
+.PHONY: install run test unit e2e lint format template-check clean bench letta-dev letta-dev-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +20,26 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/letta-gateway serve --host $(HOST) --port $(PORT)
 
-## The whole test suite.
+## The whole test suite: unit tests, then end-to-end tests against a real Letta server (installed and started on
+## first use by scripts/letta-dev; stopped afterwards unless it was already running).
 test: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests/unit tests/e2e
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e -m e2e
+
+## A real Letta 0.16.8 server on loopback with a scripted model and a demo agent, to try the gateway without an
+## account: then `LETTA_BASE_URL=<printed URL> GATEWAY_API_KEYS=sk-local make run`.
+letta-dev:
+	python3 scripts/letta-dev/letta_dev.py install
+	python3 scripts/letta-dev/letta_dev.py up
+	python3 scripts/letta-dev/letta_dev.py demo-agent --name demo-agent --parallel
+
+letta-dev-down:
+	python3 scripts/letta-dev/letta_dev.py down
 
 lint: $(STAMP)
 	$(BIN)/ruff check functions tests
@@ -41,3 +55,9 @@ template-check:
 
 clean:
 	rm -rf $(VENV) .aws-sam .pytest_cache .ruff_cache
+
+## Benchmarks (issue 8): prints a table and writes docs/benchmarks.md in under 10 minutes.
+## Installs pyinstrument (bench-only, for the profiles) into the venv if missing. BENCH_ARGS=--quick for a smoke run.
+bench: $(STAMP)
+	@$(BIN)/python -c "import pyinstrument" 2>/dev/null || $(BIN)/pip install --quiet pyinstrument
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
