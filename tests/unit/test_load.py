@@ -53,7 +53,9 @@ def test_200_concurrent_tool_round_trips(
         return text
 
     async def main() -> tuple[list[str | BaseException], float]:
-        limits = httpx.Limits(max_connections=CONVERSATIONS, max_keepalive_connections=CONVERSATIONS)
+        limits = httpx.Limits(
+            max_connections=CONVERSATIONS, max_keepalive_connections=CONVERSATIONS, keepalive_expiry=2.0
+        )
         async with openai.AsyncOpenAI(
             base_url=f"{url}/v1",
             api_key=ALICE,
