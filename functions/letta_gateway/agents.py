@@ -315,6 +315,33 @@ class LettaAgents:
             "usage": None,
         }
 
+    async def find_answering_run(self, agent_id: str, tool_call_ids: Sequence[str], recent: int = 20) -> str | None:
+        """The agent's recent run whose input answered exactly these tool calls, if any."""
+        wanted = set(tool_call_ids)
+        try:
+            raw = await self._reader().runs.with_raw_response.list(agent_id=agent_id, limit=recent, order="desc")
+            page = await raw.json()
+            runs = page if isinstance(page, list) else page.get("items") or []
+            for run in runs:
+                raw = await self._reader().runs.messages.with_raw_response.list(run["id"], order="asc", limit=50)
+                listed = await raw.json()
+                messages = listed if isinstance(listed, list) else listed.get("items") or []
+                for message in messages:
+                    answered = {
+                        r.get("tool_call_id")
+                        for r in (message.get("approvals") or message.get("tool_returns") or [])
+                        if isinstance(r, dict)
+                    }
+                    if message.get("message_type") in ("approval_response_message", "tool_return_message") and (
+                        answered == wanted
+                    ):
+                        return str(run["id"])
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+        return None
+
     # ------------------------------------------------------------------------------------------ messages
 
     def _body(self, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]) -> dict[str, Any]:

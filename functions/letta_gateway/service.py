@@ -19,7 +19,14 @@ from .agents import AgentInfo, AgentPendingApproval, LettaAgents, LettaNotFound,
 from .auth import KeyRing, Principal
 from .credentials import CredentialSource
 from .errors import GatewayError, ModelNotFound, UpstreamError, UpstreamTimeout
-from .store import AlreadyAnswered, PendingApprovals, PendingRecord, ToolCallEntry
+from .store import (
+    AlreadyAnswered,
+    PendingApprovals,
+    PendingRecord,
+    StaleResume,
+    ToolCallEntry,
+    ToolResultsAlreadySubmitted,
+)
 from .translate import (
     KEEPALIVE,
     Pause,
@@ -179,9 +186,33 @@ class Gateway:
             except AlreadyAnswered as answered:
                 log.info("tool results already answered: replaying", run_id=answered.run_id)
                 return _Turn(agent, [], tools, None, replay_run=answered.run_id)
+            except StaleResume as stale:
+                recovered = await self._recover(stale.record, agent)
+                if isinstance(recovered, str):
+                    return _Turn(agent, [], tools, None, replay_run=recovered)
+                claim = recovered
             order = [c.id for c in claim.tool_calls]
             log.bind(resume_of=claim.run_id)
         return _Turn(agent, letta_messages(turn, order), tools, claim)
+
+    async def _recover(self, record: PendingRecord, agent: AgentInfo) -> PendingRecord | str:
+        """A request claimed these tool results and died before finishing. Letta knows whether they arrived: if the
+        agent still waits for them, this request takes the claim over and sends them; if they arrived, the run that
+        answered them is replayed."""
+        ids = [c.id for c in record.tool_calls]
+        waiting = set(await self.agents.pending_tool_call_ids(agent.id))
+        if set(ids) <= waiting:
+            log.info("recovering a stale resume: Letta never received it", tool_calls=ids)
+            return await asyncio.to_thread(self.approvals.take_over, record)
+        run_id = await self.agents.find_answering_run(agent.id, ids)
+        await asyncio.to_thread(self.approvals.complete, record, run_id)
+        if run_id is None:
+            raise ToolResultsAlreadySubmitted(
+                "These tool results were submitted by a request that did not finish, and Letta no longer waits for "
+                "them. Send a new message to continue."
+            )
+        log.info("recovering a stale resume: replaying the run that answered it", run_id=run_id)
+        return run_id
 
     async def _replayed(self, turn: _Turn, request: ChatCompletionRequest) -> ChatCompletion:
         """The answer Letta gave to these tool results the first time, read back from its run."""

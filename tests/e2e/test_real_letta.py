@@ -327,3 +327,54 @@ def test_async_sdk_streamed_round_trip(gateway_url: str, make_agent: Callable[..
             return text
 
     assert "ASYNC-BODY" in asyncio.run(run())
+
+
+@pytest.mark.parametrize("letta_got_it", [False, True])
+def test_retry_after_a_crashed_resume_asks_letta(
+    client: openai.OpenAI,
+    make_agent: Callable[..., dict],
+    model_calls: Callable[[], int],
+    state_path: Any,
+    stack: dict[str, Any],
+    letta_got_it: bool,
+) -> None:
+    """A gateway process claimed the tool results and died; the retry finds out from the real Letta what happened."""
+    import time
+
+    import httpx
+
+    from letta_gateway.auth import key_id_of
+    from letta_gateway.store import PendingApprovals
+    from letta_gateway.store.sqlite import SQLiteBackend
+
+    agent = make_agent()
+    messages = [user('CALL:read_file {"path": "crash"}')]
+    first = client.chat.completions.create(model=agent["name"], messages=messages, tools=TOOLS)
+    call = first.choices[0].message.tool_calls[0]
+    messages += [assistant_of(first.choices[0].message), tool(call.id, "SURVIVED-CRASH")]
+    dead = PendingApprovals(SQLiteBackend(str(state_path)), clock=lambda: time.time() - 1200)
+    dead.claim(owner=key_id_of(KEY), agent_id=agent["id"], conversation_id=None, tool_call_ids=[call.id])
+    if letta_got_it:
+        httpx.post(
+            f"{stack['letta_base_url']}/v1/agents/{agent['id']}/messages",
+            timeout=60,
+            json={
+                "messages": [
+                    {
+                        "type": "approval",
+                        "approvals": [
+                            {
+                                "type": "tool",
+                                "tool_call_id": call.id,
+                                "tool_return": "SURVIVED-CRASH",
+                                "status": "success",
+                            }
+                        ],
+                    }
+                ]
+            },
+        ).raise_for_status()
+    before = model_calls()
+    retry = client.chat.completions.create(model=agent["name"], messages=messages, tools=TOOLS)
+    assert "SURVIVED-CRASH" in retry.choices[0].message.content
+    assert model_calls() - before == (0 if letta_got_it else 1)

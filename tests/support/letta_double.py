@@ -70,6 +70,7 @@ class LettaDouble:
                 Route("/v1/agents/{agent_id}", self._get_agent, methods=["GET"]),
                 Route("/v1/agents/{agent_id}/messages", self._messages, methods=["POST"]),
                 Route("/v1/agents/{agent_id}/messages/stream", self._messages_stream, methods=["POST"]),
+                Route("/v1/runs/", self._list_runs, methods=["GET"]),
                 Route("/v1/runs/{run_id}", self._get_run, methods=["GET"]),
                 Route("/v1/runs/{run_id}/messages", self._run_messages, methods=["GET"]),
             ]
@@ -119,6 +120,14 @@ class LettaDouble:
             ids = [a.id for a in agents]
             agents = agents[ids.index(after) + 1 :] if after in ids else []
         return JSONResponse([self._agent_state(a) for a in agents[:limit]])
+
+    async def _list_runs(self, request: Request) -> Response:
+        agent_id = request.query_params.get("agent_id")
+        limit = int(request.query_params.get("limit") or 50)
+        runs = [r for r in self.runs.values() if agent_id is None or r["agent_id"] == agent_id]
+        if request.query_params.get("order", "desc") == "desc":
+            runs = runs[::-1]
+        return JSONResponse([{k: v for k, v in r.items() if k != "messages"} for r in runs[:limit]])
 
     async def _get_run(self, request: Request) -> Response:
         run = self.runs.get(request.path_params["run_id"])

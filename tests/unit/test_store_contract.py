@@ -235,3 +235,21 @@ def test_sqlite_claims_are_exclusive_across_worker_processes(tmp_path) -> None:
     for p in procs:
         p.join(30)
     assert sorted(out.get(timeout=5) for _ in procs) == ["in_progress"] * 3 + ["won"]
+
+
+def test_a_claim_without_a_live_owner_is_stale_and_taken_over_once(approvals: PendingApprovals, clock: Clock) -> None:
+    from letta_gateway.store import StaleResume
+
+    approvals = PendingApprovals(approvals.backend, ttl_seconds=86400, clock=clock)
+    pause(approvals)
+    claim(approvals)
+    clock.now += approvals.lease_seconds - 1
+    with pytest.raises(ResumeInProgress):
+        claim(approvals)
+    clock.now += 2
+    with pytest.raises(StaleResume) as stale:
+        claim(approvals)
+    taken = approvals.take_over(stale.value.record)
+    assert taken.status == "resuming" and taken.updated_at == int(clock.now)
+    with pytest.raises(ResumeInProgress):
+        approvals.take_over(stale.value.record)  # someone else's take-over of the same stale claim loses

@@ -72,6 +72,7 @@ class Expect:
     owner: str
     ids_key: str | None
     now: int
+    updated_at: int | None = None  # when set, the record must not have changed since
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def holds(record: PendingRecord | None, expect: Expect) -> bool:
         and record.owner == expect.owner
         and (expect.ids_key is None or record.ids_key == expect.ids_key)
         and record.expires_at > expect.now
+        and (expect.updated_at is None or record.updated_at == expect.updated_at)
     )
 
 
@@ -129,6 +131,14 @@ class ToolResultsAlreadySubmitted(Conflict):
     code = "tool_results_already_submitted"
 
 
+class StaleResume(Exception):
+    """A request claimed these tool results but never finished (its process died): Letta must say what happened."""
+
+    def __init__(self, record: PendingRecord) -> None:
+        super().__init__(record.thread_key)
+        self.record = record
+
+
 class AlreadyAnswered(Exception):
     """These tool results were already accepted by Letta; `run_id` is the run that answered them."""
 
@@ -140,9 +150,18 @@ class AlreadyAnswered(Exception):
 class PendingApprovals:
     """The pause/resume policy over a backend."""
 
-    def __init__(self, backend: PendingBackend, *, ttl_seconds: int = 86400, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        backend: PendingBackend,
+        *,
+        ttl_seconds: int = 86400,
+        lease_seconds: int = 960,
+        clock: Clock = time.time,
+    ) -> None:
         self.backend = backend
         self.ttl_seconds = ttl_seconds
+        # A claim older than this has no live owner: no request runs longer (Lambda's limit is 900 s).
+        self.lease_seconds = lease_seconds
         self.clock = clock
 
     def _now(self) -> int:
@@ -227,6 +246,8 @@ class PendingApprovals:
                 param="messages",
                 code="tool_results_mismatch",
             )
+        if record.status == "resuming" and now - record.updated_at > self.lease_seconds:
+            return StaleResume(record)
         if record.status == "resuming":
             return ResumeInProgress(
                 "These tool results are being submitted to the agent by another request. Retry shortly.",
@@ -237,6 +258,20 @@ class PendingApprovals:
             "continued since.",
             param="messages",
         )
+
+    def take_over(self, record: PendingRecord) -> PendingRecord:
+        """Claim a stale resume for this request, unless another request took it over first."""
+        now = self._now()
+        expect = Expect(
+            status="resuming", owner=record.owner, ids_key=record.ids_key, now=now, updated_at=record.updated_at
+        )
+        try:
+            return self.backend.transition(record.thread_key, expect, Changes(status="resuming", updated_at=now))
+        except ConditionFailed:
+            raise ResumeInProgress(
+                "These tool results are being submitted to the agent by another request. Retry shortly.",
+                headers={"Retry-After": "2"},
+            ) from None
 
     def abandon(self, owner: str, agent_id: str, conversation_id: str | None) -> PendingRecord | None:
         """Take this owner's pending record of the thread, expired or not, to deny its tool calls."""

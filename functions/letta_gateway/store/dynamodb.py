@@ -17,6 +17,8 @@ PENDING_SK = "pending"
 # The record is in the expected state, belongs to the caller, answers the same tool calls, and has not expired.
 TRANSITION_CONDITION = "#status = :expect_status AND #owner = :owner AND #ttl > :now"
 SAME_TOOL_CALLS = " AND #ids = :ids"
+# ...and nobody changed it since it was read (taking over a stale claim).
+UNCHANGED = " AND #updated = :expect_updated"
 
 
 def _s(value: str) -> dict[str, str]:
@@ -98,6 +100,9 @@ class DynamoDBBackend:
             names["#ids"] = "ids"
             values[":ids"] = _s(expect.ids_key)
             condition += SAME_TOOL_CALLS
+        if expect.updated_at is not None:
+            values[":expect_updated"] = _n(expect.updated_at)
+            condition += UNCHANGED
         try:
             response = self.client.update_item(
                 TableName=self.table_name,
