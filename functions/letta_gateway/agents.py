@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import observability as log
 from .errors import (
     Conflict,
     GatewayError,
@@ -354,6 +355,7 @@ class LettaAgents:
         self, agent_id: str, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
     ) -> dict[str, Any]:
         """One non-streamed turn (`POST /v1/agents/{id}/messages`). Never retried: Letta is not idempotent."""
+        started = time.perf_counter()
         try:
             raw = await self.client.agents.messages.with_raw_response.create(
                 agent_id, streaming=False, **self._body(messages, client_tools)
@@ -365,6 +367,7 @@ class LettaAgents:
             raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed") from None
         except Exception as error:
             raise map_error(error) from None
+        log.metric("LettaLatency", (time.perf_counter() - started) * 1000, "Milliseconds")
         if not isinstance(data, dict):
             raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed")
         return data
@@ -380,8 +383,10 @@ class LettaAgents:
             include_pings=True,
             **self._body(messages, client_tools),
         )
+        started = time.perf_counter()
         try:
             response = await context.__aenter__()
         except Exception as error:
             raise map_error(error) from None
+        log.metric("LettaTimeToStream", (time.perf_counter() - started) * 1000, "Milliseconds")
         return LettaStream(context, response)

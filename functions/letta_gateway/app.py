@@ -121,6 +121,9 @@ class RequestContext:
             status=status["code"],
             duration_ms=round((time.perf_counter() - started) * 1000, 2),
         )
+        if status["code"] >= 400:
+            log.metric("Errors" if status["code"] >= 500 else "ClientErrors")
+        log.flush_metrics()
 
     async def _read_limited(self, receive: Receive) -> tuple[bytes, bool]:
         chunks: list[bytes] = []

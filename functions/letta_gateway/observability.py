@@ -56,6 +56,41 @@ def error(message: str, *, exc_info: bool = False, **fields: Any) -> None:
     logger().error(message, extra=_extra(fields), exc_info=exc_info)
 
 
+# ----------------------------------------------------------------------------------------------- metrics
+# CloudWatch embedded-metric-format lines on stdout (Powertools Metrics), flushed once per request. Both entries
+# (Mangum and the Lambda Web Adapter) write stdout to the function's log group, where CloudWatch extracts them.
+
+_metrics: Any = None
+_pending_metrics = False
+METRICS_ENABLED = os.environ.get("GATEWAY_METRICS", "").lower() in ("1", "true", "yes", "on") or bool(
+    os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+)
+
+
+def _metrics_provider() -> Any:
+    global _metrics
+    if _metrics is None:
+        from aws_lambda_powertools import Metrics
+
+        _metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "LettaGateway", service=SERVICE)
+    return _metrics
+
+
+def metric(name: str, value: float = 1, unit: str = "Count") -> None:
+    """Count turns, tool pauses, resumes, errors; time Letta (unit `Milliseconds`)."""
+    global _pending_metrics
+    if METRICS_ENABLED:
+        _metrics_provider().add_metric(name=name, unit=unit, value=value)
+        _pending_metrics = True
+
+
+def flush_metrics() -> None:
+    global _pending_metrics
+    if _pending_metrics:
+        _pending_metrics = False
+        _metrics_provider().flush_metrics()
+
+
 def quiet_libraries() -> None:
     for name in ("httpx", "httpcore", "botocore", "boto3", "urllib3", "letta_client"):
         logging.getLogger(name).setLevel(logging.WARNING)

@@ -332,6 +332,7 @@ class Gateway:
             await self._save_pause(principal, agent, pause, claim, run_id)
         elif claim is not None:
             await asyncio.to_thread(self.approvals.complete, claim, run_id)
+        _count_turn(claim, pause)
         return completion
 
     async def open_stream(
@@ -380,6 +381,7 @@ class Gateway:
             reason, pause = translator.outcome()
             if pause is not None:
                 await self._save_pause(principal, agent, pause, claim, translator.run_id)
+            _count_turn(claim, pause)
             for chunk in translator.closing(reason):
                 yield sse.event(chunk)
             yield sse.DONE
@@ -393,6 +395,14 @@ class Gateway:
             yield sse.event(UpstreamError("The gateway failed while streaming.", code="internal_error").envelope())
         finally:
             await stream.aclose()
+
+
+def _count_turn(claim: PendingRecord | None, pause: Pause | None) -> None:
+    log.metric("Turns")
+    if claim is not None:
+        log.metric("Resumes")
+    if pause is not None:
+        log.metric("ToolPauses")
 
 
 async def _replay_stream(chunks: list[Any]) -> AsyncIterator[bytes]:
