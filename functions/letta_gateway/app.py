@@ -283,10 +283,13 @@ def create_app(
         gw = get_gateway(request)
         headers = dict(request.scope.get("headers") or ())
         deadline = request_deadline(request.scope, headers, deadline_seconds, deadline_margin_seconds)
+        key = request.headers.get("idempotency-key") or None
+        if key is not None and len(key) > 255:
+            raise InvalidRequest("Idempotency-Key must be at most 255 characters.", param="Idempotency-Key")
         if body.stream:
-            chunks = await gw.open_stream(caller, body, deadline)
+            chunks = await gw.open_stream(caller, body, deadline, key)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
-        completion = await gw.complete(caller, body, deadline)
+        completion = await gw.complete(caller, body, deadline, key)
         return Response(completion.model_dump_json(), media_type="application/json")
 
     return app

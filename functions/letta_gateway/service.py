@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +29,7 @@ from .store import (
     ToolCallEntry,
     ToolResultsAlreadySubmitted,
 )
+from .store.idempotency import Answered, Idempotency, Started
 from .translate import (
     KEEPALIVE,
     Pause,
@@ -48,6 +51,11 @@ ABANDONED_REASON = (
     "The user did not run this tool and sent a new message instead. Do not wait for its result; continue with "
     "the user's new message."
 )
+
+
+def request_fingerprint(model: str, user_messages: Any, tools: Any) -> str:
+    """What makes two requests under one Idempotency-Key the same request."""
+    return hashlib.sha256(json.dumps([model, user_messages, tools], sort_keys=True).encode()).hexdigest()
 
 
 def completion_id() -> str:
@@ -119,7 +127,9 @@ class Gateway:
         *,
         keepalive_seconds: float = 10.0,
         deny_unknown_approvals: bool = False,
+        idempotency: Idempotency | None = None,
     ) -> None:
+        self.idempotency = idempotency or Idempotency(approvals.backend, ttl_seconds=approvals.ttl_seconds)
         self.keepalive_seconds = keepalive_seconds
         self.deny_unknown_approvals = deny_unknown_approvals
         self.agents = agents
@@ -167,7 +177,9 @@ class Gateway:
 
     # ------------------------------------------------------------------------------------------------ chat
 
-    async def _prepare(self, principal: Principal, request: ChatCompletionRequest) -> _Turn:
+    async def _prepare(
+        self, principal: Principal, request: ChatCompletionRequest, idempotency_key: str | None = None
+    ) -> _Turn:
         check_supported(request)
         turn = plan_turn(request.messages)
         tools = client_tools(request)
@@ -193,7 +205,18 @@ class Gateway:
                 claim = recovered
             order = [c.id for c in claim.tool_calls]
             log.bind(resume_of=claim.run_id)
-        return _Turn(agent, letta_messages(turn, order), tools, claim)
+            # The same tool results always carry the same otids, so Letta can recognise a retry as well.
+            seed = f"resume:{agent.id}:{claim.ids_key}"
+            return _Turn(agent, letta_messages(turn, order, otid_seed=seed), tools, claim)
+        if idempotency_key:
+            fingerprint = request_fingerprint(request.model, turn.user_messages, tools)
+            begun = await asyncio.to_thread(self.idempotency.begin, principal.key_id, idempotency_key, fingerprint)
+            if isinstance(begun, Answered):
+                log.info("idempotent request already answered: replaying", run_id=begun.run_id)
+                return _Turn(agent, [], tools, None, replay_run=begun.run_id)
+            seed = f"idem:{principal.key_id}:{idempotency_key}"
+            return _Turn(agent, letta_messages(turn, otid_seed=seed), tools, None, idem=begun, fingerprint=fingerprint)
+        return _Turn(agent, letta_messages(turn), tools, None)
 
     async def _recover(self, record: PendingRecord, agent: AgentInfo) -> PendingRecord | str:
         """A request claimed these tool results and died before finishing. Letta knows whether they arrived: if the
@@ -255,6 +278,8 @@ class Gateway:
         except GatewayError as error:
             if claim is not None:
                 await asyncio.to_thread(self.approvals.release, claim)
+            if turn.idem is not None:
+                await asyncio.to_thread(self.idempotency.abort, turn.idem)
             raise await self._explain(error, principal, turn.agent, request.model) from None
 
     async def _abandon(self, principal: Principal, agent: AgentInfo) -> tuple[PendingRecord | None, dict[str, Any]]:
@@ -306,9 +331,13 @@ class Gateway:
         log.info("agent paused for client tools", run_id=pause.run_id, tool_calls=[c.id for c in pause.calls])
 
     async def complete(
-        self, principal: Principal, request: ChatCompletionRequest, deadline: float | None = None
+        self,
+        principal: Principal,
+        request: ChatCompletionRequest,
+        deadline: float | None = None,
+        idempotency_key: str | None = None,
     ) -> ChatCompletion:
-        turn = await self._prepare(principal, request)
+        turn = await self._prepare(principal, request, idempotency_key)
         if turn.replay_run is not None:
             return await self._replayed(turn, request)
         agent = turn.agent
@@ -316,6 +345,8 @@ class Gateway:
             principal, request, turn, deadline, lambda messages: self.agents.send(agent.id, messages, turn.tools)
         )
         run_id = _first_run_id(response)
+        if turn.idem is not None:
+            await asyncio.to_thread(self.idempotency.finish, turn.idem, turn.fingerprint, run_id)
         try:
             completion, pause = completion_from_letta(
                 response,
@@ -336,10 +367,14 @@ class Gateway:
         return completion
 
     async def open_stream(
-        self, principal: Principal, request: ChatCompletionRequest, deadline: float | None = None
+        self,
+        principal: Principal,
+        request: ChatCompletionRequest,
+        deadline: float | None = None,
+        idempotency_key: str | None = None,
     ) -> AsyncIterator[bytes]:
         """Start the turn; failures before Letta streams anything raise here and get a proper HTTP status."""
-        turn = await self._prepare(principal, request)
+        turn = await self._prepare(principal, request, idempotency_key)
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
         if turn.replay_run is not None:
             completion = await self._replayed(turn, request)
@@ -355,7 +390,7 @@ class Gateway:
             tool_names=tool_names(turn.tools),
             include_usage=include_usage,
         )
-        return self._relay(principal, agent, stream, translator, claim, deadline)
+        return self._relay(principal, agent, stream, translator, claim, deadline, turn)
 
     async def _relay(
         self,
@@ -365,16 +400,23 @@ class Gateway:
         translator: StreamTranslator,
         claim: PendingRecord | None,
         deadline: float | None,
+        turn: _Turn,
     ) -> AsyncIterator[bytes]:
-        accepted = claim is None
+        accepted = claim is None and turn.idem is None
         try:
             yield sse.event(translator.opening())
             async for event in paced(stream.events(), self.keepalive_seconds, deadline):
                 if event is None:
                     yield sse.KEEPALIVE
                     continue
-                if not accepted and claim is not None:
-                    await asyncio.to_thread(self.approvals.complete, claim, event.get("run_id"))
+                if not accepted:
+                    # Letta is answering: it accepted the request.
+                    if claim is not None:
+                        await asyncio.to_thread(self.approvals.complete, claim, event.get("run_id"))
+                    if turn.idem is not None:
+                        await asyncio.to_thread(
+                            self.idempotency.finish, turn.idem, turn.fingerprint, event.get("run_id")
+                        )
                     accepted = True
                 for item in translator.feed(event):
                     yield sse.KEEPALIVE if item is KEEPALIVE else sse.event(item)  # type: ignore[arg-type]
@@ -388,6 +430,8 @@ class Gateway:
         except GatewayError as error:
             if not accepted and claim is not None:
                 await asyncio.to_thread(self.approvals.release, claim)
+            if not accepted and turn.idem is not None:
+                await asyncio.to_thread(self.idempotency.abort, turn.idem)
             log.warning("stream failed", error_code=error.code, status=error.status_code)
             yield sse.event(error.envelope())
         except Exception:
@@ -418,6 +462,8 @@ class _Turn:
     tools: list[dict[str, Any]]
     claim: PendingRecord | None
     replay_run: str | None = None
+    idem: Started | None = None
+    fingerprint: str = ""
 
 
 def _first_run_id(response: dict[str, Any]) -> str | None:

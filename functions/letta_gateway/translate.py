@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,11 +200,19 @@ def client_tools(request: ChatCompletionRequest) -> list[dict[str, Any]]:
     return tools
 
 
-def letta_messages(turn: TurnInput, answered: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def otid(seed: str, index: int) -> str:
+    """A deterministic Letta offline-threading id: the same logical message always gets the same one."""
+    return f"message-{uuid.uuid5(uuid.NAMESPACE_URL, f'letta-gateway:{seed}:{index}')}"
+
+
+def letta_messages(
+    turn: TurnInput, answered: Sequence[str] | None = None, otid_seed: str | None = None
+) -> list[dict[str, Any]]:
     """The Letta `messages` for a turn: one approval message carrying every tool result, then user messages.
 
     Client tools are answered with `type: tool` returns, never `approve: true` (Letta would run the tool itself).
-    `answered` orders the returns as the agent asked for them.
+    `answered` orders the returns as the agent asked for them. With `otid_seed`, each message carries a
+    deterministic `otid`, so a retry of the same logical request is recognisable by Letta too.
     """
     out: list[dict[str, Any]] = []
     if turn.tool_results:
@@ -219,6 +228,8 @@ def letta_messages(turn: TurnInput, answered: Sequence[str] | None = None) -> li
             }
         )
     out.extend(turn.user_messages)
+    if otid_seed is not None:
+        out = [{**message, "otid": otid(otid_seed, i)} for i, message in enumerate(out)]
     return out
 
 

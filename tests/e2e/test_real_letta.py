@@ -378,3 +378,19 @@ def test_retry_after_a_crashed_resume_asks_letta(
     retry = client.chat.completions.create(model=agent["name"], messages=messages, tools=TOOLS)
     assert "SURVIVED-CRASH" in retry.choices[0].message.content
     assert model_calls() - before == (0 if letta_got_it else 1)
+
+
+def test_idempotency_key_retry_does_not_reach_letta(
+    client: openai.OpenAI, make_agent: Callable[..., dict], model_calls: Callable[[], int]
+) -> None:
+    agent = make_agent()
+    headers = {"Idempotency-Key": "e2e-" + agent["id"]}
+    first = client.chat.completions.create(
+        model=agent["name"], messages=[user("SAY:exactly once")], extra_headers=headers
+    )
+    before = model_calls()
+    again = client.chat.completions.create(
+        model=agent["name"], messages=[user("SAY:exactly once")], extra_headers=headers
+    )
+    assert again.choices[0].message.content == first.choices[0].message.content == "exactly once"
+    assert model_calls() == before

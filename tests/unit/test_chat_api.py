@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from letta_gateway.translate import otid
 from tests.conftest import ALICE, BOB, make_gateway
 from tests.support.letta_double import LettaDouble
 
@@ -250,6 +251,7 @@ def test_tool_round_trip(client: openai.OpenAI, letta: LettaDouble, coder) -> No
                 "approvals": [
                     {"type": "tool", "tool_call_id": call.id, "tool_return": "print('hello')", "status": "success"}
                 ],
+                "otid": otid(f"resume:{coder.id}:{call.id}", 0),  # the same results always get the same otid
             }
         ],
         "client_tools": LETTA_TOOLS,

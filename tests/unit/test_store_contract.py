@@ -253,3 +253,16 @@ def test_a_claim_without_a_live_owner_is_stale_and_taken_over_once(approvals: Pe
     assert taken.status == "resuming" and taken.updated_at == int(clock.now)
     with pytest.raises(ResumeInProgress):
         approvals.take_over(stale.value.record)  # someone else's take-over of the same stale claim loses
+
+
+def test_markers_are_created_once_until_they_expire(approvals: PendingApprovals, clock: Clock) -> None:
+    backend = approvals.backend
+    now = int(clock.now)
+    assert backend.create_marker("idem#k", {"v": 1}, now + 10, now) is None
+    assert backend.create_marker("idem#k", {"v": 2}, now + 10, now) == {"v": 1}
+    backend.put_marker("idem#k", {"v": 3}, now + 10)
+    assert backend.create_marker("idem#k", {"v": 4}, now + 10, now) == {"v": 3}
+    assert backend.create_marker("idem#k", {"v": 5}, now + 30, now + 11) is None  # the old one expired
+    backend.delete_marker("idem#k")
+    assert backend.create_marker("idem#k", {"v": 6}, now + 10, now) is None
+    assert backend.get(thread_key("agent-1", None)) is None  # markers and pending records do not mix

@@ -593,3 +593,11 @@ def test_stream_without_stop_reason_is_an_upstream_error() -> None:
     with pytest.raises(Exception) as info:
         translator.outcome()
     assert getattr(info.value, "status_code", None) == 502
+
+
+def test_otids_are_deterministic_per_logical_request() -> None:
+    turn = TurnInput(tool_results=(ToolResult("a", "A"),), user_messages=({"role": "user", "content": "u"},))
+    first, again, other = (letta_messages(turn, otid_seed=s) for s in ("seed-1", "seed-1", "seed-2"))
+    assert first == again and [m["otid"] for m in first] != [m["otid"] for m in other]
+    assert len({m["otid"] for m in first}) == 2 and all(m["otid"].startswith("message-") for m in first)
+    assert "otid" not in letta_messages(turn)[0]

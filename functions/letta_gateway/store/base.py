@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ..errors import Conflict, InvalidRequest, NotFound
 
@@ -117,6 +117,15 @@ class PendingBackend(Protocol):
     def transition(self, key: str, expect: Expect, changes: Changes) -> PendingRecord:
         """Atomically apply `changes` if `expect` holds and return the new record; else raise
         ConditionFailed(current)."""
+
+    def create_marker(self, key: str, body: dict[str, Any], expires_at: int, now: int) -> dict[str, Any] | None:
+        """Store a small marker unless a live one (expiring after `now`) exists; return that one, else None."""
+
+    def put_marker(self, key: str, body: dict[str, Any], expires_at: int) -> None:
+        """Store or replace a marker."""
+
+    def delete_marker(self, key: str) -> None:
+        """Remove a marker, if any."""
 
 
 class ToolCallsNotFound(NotFound):

@@ -13,6 +13,9 @@ from typing import Any
 from .base import Changes, ConditionFailed, Expect, PendingRecord, record_from_dict, record_to_dict
 
 PENDING_SK = "pending"
+MARKER_SK = "marker"
+# A marker may be written only where none is, or where the one there has expired (TTL deletes lazily).
+MARKER_ABSENT = "attribute_not_exists(pk) OR #ttl <= :now"
 
 # The record is in the expected state, belongs to the caller, answers the same tool calls, and has not expired.
 TRANSITION_CONDITION = "#status = :expect_status AND #owner = :owner AND #ttl > :now"
@@ -118,3 +121,29 @@ class DynamoDBBackend:
             item = error.response.get("Item")
             raise ConditionFailed(from_item(item) if item else None) from None
         return from_item(response["Attributes"])
+
+    # ------------------------------------------------------------------------------------------- markers
+
+    def _marker_item(self, key: str, body: dict[str, Any], expires_at: int) -> dict[str, Any]:
+        return {"pk": _s(key), "sk": _s(MARKER_SK), "body": _s(json.dumps(body)), "ttl": _n(expires_at)}
+
+    def create_marker(self, key: str, body: dict[str, Any], expires_at: int, now: int) -> dict[str, Any] | None:
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=self._marker_item(key, body, expires_at),
+                ConditionExpression=MARKER_ABSENT,
+                ExpressionAttributeNames={"#ttl": "ttl"},
+                ExpressionAttributeValues={":now": _n(now)},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as error:
+            item = error.response.get("Item") or {}
+            return json.loads(item["body"]["S"]) if "body" in item else {}
+        return None
+
+    def put_marker(self, key: str, body: dict[str, Any], expires_at: int) -> None:
+        self.client.put_item(TableName=self.table_name, Item=self._marker_item(key, body, expires_at))
+
+    def delete_marker(self, key: str) -> None:
+        self.client.delete_item(TableName=self.table_name, Key={"pk": _s(key), "sk": _s(MARKER_SK)})

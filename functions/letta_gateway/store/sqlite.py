@@ -12,6 +12,7 @@ from dataclasses import replace
 from .base import Changes, ConditionFailed, Expect, PendingRecord, holds, record_from_dict, record_to_dict
 
 PENDING_SK = "pending"
+MARKER_SK = "marker"
 
 
 _WRITE_LOCKS: dict[str, threading.Lock] = {}
@@ -86,3 +87,38 @@ class SQLiteBackend:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    # ------------------------------------------------------------------------------------------- markers
+
+    def create_marker(self, key: str, body: dict[str, object], expires_at: int, now: int) -> dict[str, object] | None:
+        with self._write_lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT body FROM items WHERE pk = ? AND sk = ?", (key, MARKER_SK)).fetchone()
+                if row is not None:
+                    existing = json.loads(row[0])
+                    if existing["expires_at"] > now:
+                        conn.execute("COMMIT")
+                        return existing["body"]  # type: ignore[no-any-return]
+                self._write_marker(conn, key, body, expires_at)
+                conn.execute("COMMIT")
+                return None
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def put_marker(self, key: str, body: dict[str, object], expires_at: int) -> None:
+        with self._write_lock:
+            self._write_marker(self._connect(), key, body, expires_at)
+
+    def delete_marker(self, key: str) -> None:
+        with self._write_lock:
+            self._connect().execute("DELETE FROM items WHERE pk = ? AND sk = ?", (key, MARKER_SK))
+
+    @staticmethod
+    def _write_marker(conn: sqlite3.Connection, key: str, body: dict[str, object], expires_at: int) -> None:
+        conn.execute(
+            "INSERT INTO items (pk, sk, body) VALUES (?, ?, ?) ON CONFLICT (pk, sk) DO UPDATE SET body = excluded.body",
+            (key, MARKER_SK, json.dumps({"body": body, "expires_at": expires_at})),
+        )
