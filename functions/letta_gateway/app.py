@@ -90,6 +90,9 @@ class RequestContext:
         started = time.perf_counter()
         headers = dict(scope.get("headers") or ())
         fields = log.begin_request(_request_id(scope, headers))
+        trace = headers.get(b"x-amzn-trace-id")
+        if trace:
+            log.bind(xray_trace_id=trace.decode("latin-1")[:256])
         status = {"code": 500}
 
         async def send_with_id(message: Message) -> None:
