@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import json
+import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -27,9 +30,33 @@ from tests.support.letta_double import LettaDouble  # noqa: E402
 from tests.support.live import LiveServer  # noqa: E402
 
 ALICE = "sk-test-alice-0123456789"
+KEY_SECRET = "test-key-hashing-secret-0123456789"
 BOB = "sk-test-bob-9876543210"
 LETTA_KEY = "letta-secret-for-tests-42"
 TABLE = "letta-gateway-test"
+
+
+class _LogCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.getMessage()} {json.dumps(record.__dict__, default=str)}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_reaches_the_logs() -> Iterator[None]:
+    """Every log record of the whole session is scanned for every secret the suite uses."""
+    collector = _LogCollector()
+    logging.getLogger().addHandler(collector)
+    yield
+    logging.getLogger().removeHandler(collector)
+    text = "\n".join(collector.lines)
+    assert collector.lines, "no log records were collected"
+    for secret in (ALICE, BOB, LETTA_KEY, KEY_SECRET):
+        assert secret not in text, "a secret used by the tests reached the logs"
+    assert not re.search(r"lgw_[A-Za-z0-9_-]{20,}", text), "a managed gateway key reached the logs"
 
 
 def create_table(client, name: str = TABLE) -> None:
@@ -111,9 +138,16 @@ def make_gateway(letta_url: str, backend: PendingBackend, **overrides: object) -
         gateway_api_keys=(ALICE, BOB),
         letta_timeout_seconds=float(overrides.pop("timeout", 30.0)),  # type: ignore[arg-type]
     )
-    credentials = StaticCredentials(Credentials(LETTA_KEY, (ALICE, BOB)))
+    key_secret = overrides.pop("key_secret", None)
+    credentials = StaticCredentials(Credentials(LETTA_KEY, (ALICE, BOB), key_secret))  # type: ignore[arg-type]
     keepalive = float(overrides.pop("keepalive", 10.0))  # type: ignore[arg-type]
-    return Gateway(LettaAgents(settings), PendingApprovals(backend), credentials, keepalive_seconds=keepalive)
+    return Gateway(
+        LettaAgents(settings),
+        PendingApprovals(backend),
+        credentials,
+        keepalive_seconds=keepalive,
+        key_cache_seconds=float(overrides.pop("key_cache", 30.0)),  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
@@ -79,9 +79,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 class RequestContext:
     """Pure ASGI middleware: body size limit (413), correlation id, one access log line per request."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int, on_finish: Callable[[int], Awaitable[None]] | None = None
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.on_finish = on_finish
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -126,6 +129,11 @@ class RequestContext:
         )
         if status["code"] >= 400:
             log.metric("Errors" if status["code"] >= 500 else "ClientErrors")
+        if self.on_finish is not None:
+            try:
+                await self.on_finish(status["code"])
+            except Exception:
+                log.error("recording the request's usage failed", exc_info=True)
         log.flush_metrics()
 
     async def _read_limited(self, receive: Receive) -> tuple[bytes, bool]:
@@ -210,7 +218,11 @@ def get_gateway(request: Request) -> Gateway:
 
 
 async def principal(request: Request, authorization: Annotated[str | None, Header()] = None) -> Principal:
-    return await get_gateway(request).authenticate(authorization)
+    gateway = get_gateway(request)
+    caller = await gateway.authenticate(authorization)
+    slot = await gateway.admit(caller)
+    log.set_caller(principal=caller, slot=slot)
+    return caller
 
 
 Caller = Annotated[Principal, Depends(principal)]
@@ -232,8 +244,16 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    app.state.gateway = GatewayHolder(gateway)
-    app.add_middleware(RequestContext, max_body_bytes=max_body_bytes)
+    holder = GatewayHolder(gateway)
+    app.state.gateway = holder
+
+    async def finish(status: int) -> None:
+        caller = log.caller()
+        if "principal" in caller:
+            usage = {**log.request_usage(), "requests": 1, "errors": int(status >= 400)}
+            await holder().finish_request(caller["principal"], caller.get("slot", False), usage)
+
+    app.add_middleware(RequestContext, max_body_bytes=max_body_bytes, on_finish=finish)
 
     @app.exception_handler(GatewayError)
     async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:

@@ -1,4 +1,4 @@
-"""Gateway API keys: who is calling. Keys are kept only as SHA-256 digests and compared in constant time."""
+"""Bootstrap gateway API keys (from configuration): kept only as SHA-256 digests, compared in constant time."""
 
 from __future__ import annotations
 
@@ -12,9 +12,27 @@ from .errors import AuthenticationFailed
 
 @dataclass(frozen=True)
 class Principal:
-    """The caller. `key_id` is a stable, non-secret name for the key (owner of pending tool calls, logs)."""
+    """The caller. `key_id` is a stable, non-secret name for the key (owner of pending tool calls, logs).
+    `agents` limits which agents it may use (ids or names; None = all)."""
 
     key_id: str
+    name: str | None = None
+    agents: frozenset[str] | None = None
+    rpm: int | None = None
+    concurrency: int | None = None
+
+    def allows(self, agent_id: str, agent_name: str) -> bool:
+        return self.agents is None or agent_id in self.agents or agent_name in self.agents
+
+
+def bearer_token(authorization: str | None) -> str:
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise AuthenticationFailed(
+            "Missing API key: send 'Authorization: Bearer <gateway key>'.", code="missing_api_key"
+        )
+    return token
 
 
 def _digest(key: str) -> bytes:
@@ -33,18 +51,11 @@ class KeyRing:
     def replace(self, keys: Iterable[str]) -> None:
         self._entries = [(_digest(k), Principal(key_id_of(k))) for k in keys if k]
 
-    def authenticate(self, authorization: str | None) -> Principal:
-        scheme, _, token = (authorization or "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            raise AuthenticationFailed(
-                "Missing API key: send 'Authorization: Bearer <gateway key>'.", code="missing_api_key"
-            )
+    def authenticate(self, token: str) -> Principal | None:
+        """The bootstrap key matching `token`, if any."""
         digest = _digest(token)
         found: Principal | None = None
         for expected, principal in self._entries:
             if hmac.compare_digest(expected, digest):
                 found = principal
-        if found is None:
-            raise AuthenticationFailed("Incorrect API key provided.")
         return found

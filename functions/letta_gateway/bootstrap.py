@@ -31,6 +31,8 @@ def build_gateway(settings: Settings) -> Gateway:
         credential_source(settings),
         keepalive_seconds=settings.keepalive_seconds,
         deny_unknown_approvals=settings.deny_unknown_approvals,
+        key_cache_seconds=settings.key_cache_seconds,
+        record_usage=settings.record_usage,
     )
 
 

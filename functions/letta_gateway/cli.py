@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--workers", type=int, default=1)
     serve.add_argument("--log-level", default="warning")
     serve.set_defaults(run=_serve)
+    from .keys_cli import add_parser
+
+    add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args))
 

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from .settings import Settings
 class Credentials:
     letta_api_key: str | None = field(repr=False)
     gateway_api_keys: tuple[str, ...] = field(repr=False)
+    key_secret: str | None = field(default=None, repr=False)  # hashes managed keys
 
 
 class CredentialSource(Protocol):
@@ -42,6 +45,7 @@ def parse_secret(value: Any, fallback: Credentials) -> Credentials:
     return Credentials(
         letta_api_key=value.get("letta_api_key") or fallback.letta_api_key,
         gateway_api_keys=keys + fallback.gateway_api_keys,
+        key_secret=value.get("key_hashing_secret") or fallback.key_secret,
     )
 
 
@@ -85,8 +89,32 @@ class SecretsManagerCredentials:
         return credentials
 
 
+def local_key_secret(settings: Settings) -> str | None:
+    """GATEWAY_KEY_SECRET, or for the local SQLite store a secret generated once beside it (mode 0600)."""
+    if settings.key_secret:
+        return settings.key_secret
+    if settings.state_table:
+        return None
+    path = os.path.join(os.path.dirname(os.path.abspath(settings.state_path)), "key-secret")
+    try:
+        with open(path) as handle:
+            return handle.read().strip() or None
+    except FileNotFoundError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    secret = secrets.token_urlsafe(32)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        with open(path) as handle:
+            return handle.read().strip() or None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret)
+    return secret
+
+
 def credential_source(settings: Settings) -> CredentialSource:
-    local = Credentials(settings.letta_api_key, settings.gateway_api_keys)
+    local = Credentials(settings.letta_api_key, settings.gateway_api_keys, local_key_secret(settings))
     if settings.secret_id:
         return SecretsManagerCredentials(settings.secret_id, local)
     return StaticCredentials(local)

@@ -28,10 +28,39 @@ def logger(level: str | None = None) -> Any:
     return _logger
 
 
+_usage: contextvars.ContextVar[dict[str, int] | None] = contextvars.ContextVar("request_usage", default=None)
+_caller: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("request_caller", default=None)
+
+
 def begin_request(correlation_id: str | None) -> dict[str, Any]:
     fields = {"correlation_id": correlation_id or uuid.uuid4().hex, "entry": ENTRY}
     _context.set(fields)
+    _usage.set({})
+    _caller.set({})
     return fields
+
+
+def set_caller(**details: Any) -> None:
+    """Who this request is for (kept out of the logs): read back by `caller()` when the request ends."""
+    current = _caller.get()
+    if current is not None:
+        current.update(details)
+
+
+def caller() -> dict[str, Any]:
+    return dict(_caller.get() or {})
+
+
+def count(**counters: int) -> None:
+    """Add to this request's usage counters (recorded per key at the end of the request)."""
+    usage = _usage.get()
+    if usage is not None:
+        for name, value in counters.items():
+            usage[name] = usage.get(name, 0) + value
+
+
+def request_usage() -> dict[str, int]:
+    return dict(_usage.get() or {})
 
 
 def bind(**fields: Any) -> None:

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 from . import observability as log
 from . import sse
 from .agents import AgentInfo, AgentPendingApproval, LettaAgents, LettaNotFound, LettaStream
-from .auth import KeyRing, Principal
+from .auth import KeyRing, Principal, bearer_token
 from .credentials import CredentialSource
-from .errors import GatewayError, ModelNotFound, UpstreamError, UpstreamTimeout
+from .errors import AuthenticationFailed, GatewayError, ModelNotFound, RateLimited, UpstreamError, UpstreamTimeout
 from .store import (
     AlreadyAnswered,
     PendingApprovals,
@@ -30,6 +30,7 @@ from .store import (
     ToolResultsAlreadySubmitted,
 )
 from .store.idempotency import Answered, Idempotency, Started
+from .store.keys import KeyStore, ManagedKey
 from .translate import (
     KEEPALIVE,
     Pause,
@@ -42,8 +43,9 @@ from .translate import (
     letta_messages,
     plan_turn,
     tool_names,
+    usage_from_letta,
 )
-from .wire import ChatCompletion, ChatCompletionRequest, Model, ModelList
+from .wire import ChatCompletion, ChatCompletionRequest, CompletionUsage, Model, ModelList
 
 T = TypeVar("T")
 
@@ -128,7 +130,13 @@ class Gateway:
         keepalive_seconds: float = 10.0,
         deny_unknown_approvals: bool = False,
         idempotency: Idempotency | None = None,
+        key_cache_seconds: float = 30.0,
+        record_usage: bool = True,
     ) -> None:
+        self.keys: KeyStore | None = None
+        self.key_cache_seconds = key_cache_seconds
+        self.record_usage = record_usage
+        self._key_cache: dict[str, tuple[float, ManagedKey | None]] = {}
         self.idempotency = idempotency or Idempotency(approvals.backend, ttl_seconds=approvals.ttl_seconds)
         self.keepalive_seconds = keepalive_seconds
         self.deny_unknown_approvals = deny_unknown_approvals
@@ -145,22 +153,87 @@ class Gateway:
         if credentials is not self._credentials_seen:
             self.keyring.replace(credentials.gateway_api_keys)
             self.agents.set_api_key(credentials.letta_api_key)
+            self.keys = (
+                KeyStore(self.approvals.backend, credentials.key_secret.encode()) if credentials.key_secret else None
+            )
+            self._key_cache.clear()
             self._credentials_seen = credentials
-        principal = self.keyring.authenticate(authorization)
+        token = bearer_token(authorization)
+        principal = self.keyring.authenticate(token) or await self._managed(token)
         log.bind(key_id=principal.key_id)
         return principal
+
+    async def _managed(self, token: str) -> Principal:
+        """A managed key, cached for `key_cache_seconds` (so a revocation takes effect within that time)."""
+        if self.keys is None:
+            raise AuthenticationFailed("Incorrect API key provided.")
+        digest = self.keys.digest(token)
+        now = time.monotonic()
+        cached = self._key_cache.get(digest)
+        if cached is not None and cached[0] > now:
+            key = cached[1]
+        else:
+            key = await asyncio.to_thread(self.keys.lookup, token)
+            if len(self._key_cache) > 10_000:
+                self._key_cache.clear()
+            self._key_cache[digest] = (now + self.key_cache_seconds, key)
+        if key is None:
+            raise AuthenticationFailed("Incorrect API key provided.")
+        if not key.usable(time.time()):
+            raise AuthenticationFailed("This API key was revoked or has expired.", code="api_key_revoked")
+        return Principal(
+            key.key_id, name=key.name, agents=frozenset(key.agents) or None, rpm=key.rpm, concurrency=key.concurrency
+        )
+
+    async def admit(self, principal: Principal) -> bool:
+        """Apply the key's limits (requests per minute, requests in flight); True when a slot was taken that
+        `release_slot` must give back."""
+        if self.keys is None:
+            return False
+        if principal.rpm:
+            used, reset = await asyncio.to_thread(self.keys.count_request, principal.key_id)
+            if used > principal.rpm:
+                raise RateLimited(
+                    f"This key is limited to {principal.rpm} requests per minute.",
+                    headers={
+                        "Retry-After": str(reset),
+                        "x-ratelimit-limit-requests": str(principal.rpm),
+                        "x-ratelimit-remaining-requests": "0",
+                        "x-ratelimit-reset-requests": f"{reset}s",
+                    },
+                )
+        if principal.concurrency:
+            in_flight = await asyncio.to_thread(self.keys.enter, principal.key_id)
+            if in_flight > principal.concurrency:
+                await asyncio.to_thread(self.keys.leave, principal.key_id)
+                raise RateLimited(
+                    f"This key is limited to {principal.concurrency} concurrent requests.",
+                    code="concurrency_limit_exceeded",
+                    headers={"Retry-After": "1", "x-ratelimit-limit-concurrency": str(principal.concurrency)},
+                )
+            return True
+        return False
+
+    async def finish_request(self, principal: Principal, slot: bool, usage: dict[str, int]) -> None:
+        """Give back the concurrency slot and record the request's usage for its key (one atomic write)."""
+        if self.keys is None:
+            return
+        if slot:
+            await asyncio.to_thread(self.keys.leave, principal.key_id)
+        if self.record_usage:
+            await asyncio.to_thread(self.keys.record_usage, principal.key_id, usage)
 
     # ---------------------------------------------------------------------------------------------- models
 
     async def list_models(self, principal: Principal) -> ModelList:
-        agents = await self.agents.list_agents()
+        agents = [a for a in await self.agents.list_agents() if principal.allows(a.id, a.name)]
         counts: dict[str, int] = {}
         for agent in agents:
             counts[agent.name] = counts.get(agent.name, 0) + 1
         return ModelList(data=[self._model(a, counts) for a in agents])
 
     async def get_model(self, principal: Principal, model: str) -> Model:
-        agent = await self._resolve(model)
+        agent = await self._resolve(model, principal)
         agents = await self.agents.list_agents()
         counts = {agent.name: sum(1 for a in agents if a.name == agent.name)}
         return self._model(agent, counts)
@@ -170,8 +243,10 @@ class Gateway:
         model_id = agent.name if name_counts.get(agent.name, 0) <= 1 else agent.id
         return Model(id=model_id, created=agent.created, owned_by="letta")
 
-    async def _resolve(self, model: str) -> AgentInfo:
+    async def _resolve(self, model: str, principal: Principal) -> AgentInfo:
         agent = await self.agents.resolve(model)
+        if not principal.allows(agent.id, agent.name):
+            raise ModelNotFound(model)  # the same answer as for an agent that does not exist
         log.bind(agent_id=agent.id)
         return agent
 
@@ -183,7 +258,7 @@ class Gateway:
         check_supported(request)
         turn = plan_turn(request.messages)
         tools = client_tools(request)
-        agent = await self._resolve(request.model)
+        agent = await self._resolve(request.model, principal)
         claim: PendingRecord | None = None
         order: list[str] | None = None
         if turn.is_resume:
@@ -363,7 +438,7 @@ class Gateway:
             await self._save_pause(principal, agent, pause, claim, run_id)
         elif claim is not None:
             await asyncio.to_thread(self.approvals.complete, claim, run_id)
-        _count_turn(claim, pause)
+        _count_turn(claim, pause, completion.usage)
         return completion
 
     async def open_stream(
@@ -423,7 +498,7 @@ class Gateway:
             reason, pause = translator.outcome()
             if pause is not None:
                 await self._save_pause(principal, agent, pause, claim, translator.run_id)
-            _count_turn(claim, pause)
+            _count_turn(claim, pause, usage_from_letta(translator.usage))
             for chunk in translator.closing(reason):
                 yield sse.event(chunk)
             yield sse.DONE
@@ -441,7 +516,11 @@ class Gateway:
             await stream.aclose()
 
 
-def _count_turn(claim: PendingRecord | None, pause: Pause | None) -> None:
+def _count_turn(claim: PendingRecord | None, pause: Pause | None, usage: CompletionUsage | None) -> None:
+    if usage is not None:
+        log.count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
+    if pause is not None:
+        log.count(tool_pauses=1)
     log.metric("Turns")
     if claim is not None:
         log.metric("Resumes")

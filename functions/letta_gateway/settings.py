@@ -37,9 +37,11 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _bool(env: Mapping[str, str], name: str) -> bool:
+def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raw = env.get(name, "").strip().lower()
-    if raw in ("", "0", "false", "no", "off"):
+    if not raw:
+        return default
+    if raw in ("0", "false", "no", "off"):
         return False
     if raw in ("1", "true", "yes", "on"):
         return True
@@ -51,6 +53,9 @@ class Settings:
     letta_base_url: str = LETTA_CLOUD_URL
     letta_api_key: str | None = field(default=None, repr=False)
     gateway_api_keys: tuple[str, ...] = field(default=(), repr=False)
+    key_secret: str | None = field(default=None, repr=False)
+    key_cache_seconds: float = 30.0
+    record_usage: bool = True
     secret_id: str | None = None
     state_table: str | None = None
     state_path: str = ".gateway/state.sqlite3"
@@ -72,6 +77,9 @@ class Settings:
             letta_base_url=(env.get("LETTA_BASE_URL") or LETTA_CLOUD_URL).rstrip("/"),
             letta_api_key=env.get("LETTA_API_KEY") or None,
             gateway_api_keys=keys,
+            key_secret=env.get("GATEWAY_KEY_SECRET") or None,
+            key_cache_seconds=_float(env, "GATEWAY_KEY_CACHE_SECONDS", 30.0),
+            record_usage=_bool(env, "GATEWAY_USAGE", default=True),
             secret_id=env.get("GATEWAY_SECRET_ID") or None,
             state_table=env.get("GATEWAY_STATE_TABLE") or None,
             state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",
@@ -95,8 +103,12 @@ class Settings:
             raise ConfigurationError(
                 "No gateway API keys configured: set GATEWAY_API_KEYS (comma-separated keys clients send as "
                 "'Authorization: Bearer <key>') or GATEWAY_SECRET_ID (a Secrets Manager secret with "
-                "'gateway_api_keys')."
+                "'gateway_api_keys'). Managed keys (letta-gateway keys create) come on top of these."
             )
+        if self.key_secret is not None and len(self.key_secret) < 16:
+            raise ConfigurationError("GATEWAY_KEY_SECRET must be at least 16 characters.")
+        if self.key_cache_seconds > 60:
+            raise ConfigurationError("GATEWAY_KEY_CACHE_SECONDS must be at most 60 (revocation delay).")
         if self.letta_base_url == LETTA_CLOUD_URL and not self.letta_api_key and not self.secret_id:
             raise ConfigurationError(
                 "LETTA_API_KEY is required for Letta Cloud (or set LETTA_BASE_URL to your own Letta server)."

@@ -127,6 +127,18 @@ class PendingBackend(Protocol):
     def delete_marker(self, key: str) -> None:
         """Remove a marker, if any."""
 
+    def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        """A plain item's body (gateway keys, usage), or None."""
+
+    def put_item(self, pk: str, sk: str, body: dict[str, Any], *, only_if_absent: bool = False) -> bool:
+        """Store a plain item; with `only_if_absent`, only where none is (returns False then)."""
+
+    def query_items(self, pk: str) -> list[tuple[str, dict[str, Any]]]:
+        """All plain items of a partition as (sort key, body), by sort key."""
+
+    def increment(self, pk: str, sk: str, counters: dict[str, int], expires_at: int | None = None) -> dict[str, int]:
+        """Atomically add to an item's counters (created at zero) and return their new values."""
+
 
 class ToolCallsNotFound(NotFound):
     code = "tool_calls_not_found"

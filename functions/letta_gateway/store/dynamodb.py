@@ -14,6 +14,8 @@ from .base import Changes, ConditionFailed, Expect, PendingRecord, record_from_d
 
 PENDING_SK = "pending"
 MARKER_SK = "marker"
+# A plain item may be created only where none is.
+ITEM_ABSENT = "attribute_not_exists(pk)"
 # A marker may be written only where none is, or where the one there has expired (TTL deletes lazily).
 MARKER_ABSENT = "attribute_not_exists(pk) OR #ttl <= :now"
 
@@ -147,3 +149,64 @@ class DynamoDBBackend:
 
     def delete_marker(self, key: str) -> None:
         self.client.delete_item(TableName=self.table_name, Key={"pk": _s(key), "sk": _s(MARKER_SK)})
+
+    # ------------------------------------------------------------------------------------------- plain items
+    # Body as JSON in `body`; counters as numeric attributes `n_<name>` so that ADD updates them atomically.
+
+    def get_item(self, pk: str, sk: str) -> dict[str, Any] | None:
+        item = self.client.get_item(
+            TableName=self.table_name, Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True
+        ).get("Item")
+        return _plain(item) if item else None
+
+    def put_item(self, pk: str, sk: str, body: dict[str, Any], *, only_if_absent: bool = False) -> bool:
+        extra: dict[str, Any] = {"ConditionExpression": ITEM_ABSENT} if only_if_absent else {}
+        try:
+            self.client.put_item(
+                TableName=self.table_name, Item={"pk": _s(pk), "sk": _s(sk), "body": _s(json.dumps(body))}, **extra
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
+    def query_items(self, pk: str) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        params: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(pk)},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.client.query(**params)
+            out.extend((item["sk"]["S"], _plain(item)) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return out
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def increment(self, pk: str, sk: str, counters: dict[str, int], expires_at: int | None = None) -> dict[str, int]:
+        names = {f"#c{i}": f"n_{name}" for i, name in enumerate(counters)}
+        values = {f":c{i}": _n(value) for i, value in enumerate(counters.values())}
+        update = "ADD " + ", ".join(f"#c{i} :c{i}" for i in range(len(counters)))
+        if expires_at is not None:
+            names["#ttl"] = "ttl"
+            values[":ttl"] = _n(expires_at)
+            update += " SET #ttl = :ttl"
+        response = self.client.update_item(
+            TableName=self.table_name,
+            Key={"pk": _s(pk), "sk": _s(sk)},
+            UpdateExpression=update,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        attributes = response["Attributes"]
+        return {name: int(attributes[f"n_{name}"]["N"]) for name in counters}
+
+
+def _plain(item: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(item["body"]["S"]) if "body" in item else {}
+    for name, value in item.items():
+        if name.startswith("n_"):
+            body[name[2:]] = int(value["N"])
+    return body

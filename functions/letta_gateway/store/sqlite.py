@@ -122,3 +122,39 @@ class SQLiteBackend:
             "INSERT INTO items (pk, sk, body) VALUES (?, ?, ?) ON CONFLICT (pk, sk) DO UPDATE SET body = excluded.body",
             (key, MARKER_SK, json.dumps({"body": body, "expires_at": expires_at})),
         )
+
+    # ------------------------------------------------------------------------------------------- plain items
+
+    def get_item(self, pk: str, sk: str) -> dict[str, object] | None:
+        row = self._connect().execute("SELECT body FROM items WHERE pk = ? AND sk = ?", (pk, sk)).fetchone()
+        return json.loads(row[0]) if row else None  # type: ignore[no-any-return]
+
+    def put_item(self, pk: str, sk: str, body: dict[str, object], *, only_if_absent: bool = False) -> bool:
+        verb = "INSERT OR IGNORE" if only_if_absent else "INSERT OR REPLACE"
+        with self._write_lock:
+            cursor = self._connect().execute(
+                f"{verb} INTO items (pk, sk, body) VALUES (?, ?, ?)", (pk, sk, json.dumps(body))
+            )
+        return cursor.rowcount == 1
+
+    def query_items(self, pk: str) -> list[tuple[str, dict[str, object]]]:
+        rows = self._connect().execute("SELECT sk, body FROM items WHERE pk = ? ORDER BY sk", (pk,)).fetchall()
+        return [(sk, json.loads(body)) for sk, body in rows]
+
+    def increment(self, pk: str, sk: str, counters: dict[str, int], expires_at: int | None = None) -> dict[str, int]:
+        with self._write_lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute("SELECT body FROM items WHERE pk = ? AND sk = ?", (pk, sk)).fetchone()
+                body = json.loads(row[0]) if row else {}
+                for name, value in counters.items():
+                    body[name] = int(body.get(name, 0)) + value
+                if expires_at is not None:
+                    body["expires_at"] = expires_at
+                conn.execute("INSERT OR REPLACE INTO items (pk, sk, body) VALUES (?, ?, ?)", (pk, sk, json.dumps(body)))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return {name: body[name] for name in counters}
