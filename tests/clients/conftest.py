@@ -63,7 +63,7 @@ def node() -> str:
     digest = _lock_digest()
     if not (STAMP.exists() and STAMP.read_text().strip() == digest):
         npm = _require("npm")
-        command = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        command = [npm, "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error"]
         started = time.monotonic()
         try:
             done = subprocess.run(
@@ -80,9 +80,18 @@ def node() -> str:
     return node
 
 
-def run_node(node: str, script: str, scenario: str, gateway_url: str, model: str, key: str = ALICE) -> dict[str, Any]:
+def run_node(
+    node: str,
+    script: str,
+    scenario: str,
+    gateway_url: str,
+    model: str,
+    key: str = ALICE,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Runs tests/clients/node/<script> <scenario> against the gateway and returns its JSON result line."""
     env = {**os.environ, "GATEWAY_URL": gateway_url, "GATEWAY_KEY": key, "MODEL": model, "NO_COLOR": "1"}
+    env.update(extra_env or {})
     try:
         done = subprocess.run(
             [node, script, scenario],

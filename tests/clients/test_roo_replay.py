@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.conftest import ALICE
 from tests.support.letta_double import LettaDouble
@@ -61,8 +60,8 @@ def system_prompt() -> str:
         "====\n\nCAPABILITIES\n\n- You have access to tools that let you execute CLI commands on the user's "
         "computer, list files, view source code definitions, regex search, read and write files, and ask follow-up "
         "questions.",
-        "====\n\nMODES\n\n- These are the currently available modes:\n  * \"💻 Code\" mode (code)\n  * \"🏗️ "
-        "Architect\" mode (architect)\n  * \"❓ Ask\" mode (ask)\n  * \"🪲 Debug\" mode (debug)",
+        '====\n\nMODES\n\n- These are the currently available modes:\n  * "💻 Code" mode (code)\n  * "🏗️ '
+        'Architect" mode (architect)\n  * "❓ Ask" mode (ask)\n  * "🪲 Debug" mode (debug)',
     ]
     rules = ["====\n\nRULES\n"]
     n = 0
@@ -138,9 +137,7 @@ class RooTurn:
 def roo_turn(gateway_url: str, body: dict[str, Any]) -> RooTurn:
     headers = {"Authorization": f"Bearer {ALICE}", **ROO_HEADERS}
     turn = RooTurn()
-    with httpx.stream(
-        "POST", f"{gateway_url}/v1/chat/completions", json=body, headers=headers, timeout=30
-    ) as response:
+    with httpx.stream("POST", f"{gateway_url}/v1/chat/completions", json=body, headers=headers, timeout=30) as response:
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
@@ -238,7 +235,11 @@ def test_roo_task_with_a_tool_round_trip(gateway_url: str, letta: LettaDouble) -
     assert "<task>" in sent["content"] and "<environment_details>" in sent["content"]
     assert SYSTEM_PROMPT[:200] not in json.dumps(post)
     assert post["client_tools"] == [
-        {"name": t["function"]["name"], "description": t["function"]["description"], "parameters": t["function"]["parameters"]}
+        {
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "parameters": t["function"]["parameters"],
+        }
         for t in ROO_TOOLS
     ]
 
@@ -283,10 +284,9 @@ def test_roo_parallel_tool_calls(gateway_url: str, letta: LettaDouble) -> None:
     assert len(letta.approvals_received(agent.id)) == 1
 
 
-@pytest.mark.parametrize("model", ["coder"])
-def test_roo_model_list(gateway_url: str, letta: LettaDouble, model: str) -> None:
+def test_roo_model_list(gateway_url: str, letta: LettaDouble) -> None:
     """Roo's model picker: GET {base}/models, reading only data[].id."""
-    letta.add_agent(model)
+    letta.add_agent("coder")
     response = httpx.get(f"{gateway_url}/v1/models", headers={"Authorization": f"Bearer {ALICE}", **ROO_HEADERS})
     assert response.status_code == 200
-    assert [m["id"] for m in response.json()["data"]] == [model]
+    assert [m["id"] for m in response.json()["data"]] == ["coder"]

@@ -65,6 +65,9 @@ def test_tool_round_trip_with_generate_text_executing_the_tool(
     assert second["finishReason"] == "stop" and second["toolCalls"] == []
     assert result["text"] == f"Done. Tool results: {first['toolCalls'][0]['id']}={TOOL_OUTPUT}"
     assert result["totalUsage"]["totalTokens"] == 30
+    # the SDK sends the step's reasoning back on the assistant message (`reasoning_content`): accepted
+    assert [m["role"] for m in result["resumeMessages"]] == ["user", "assistant", "tool"]
+    assert result["resumeMessages"][1]["reasoning_content"] == "I need the file first"
     assert len(letta.approvals_received(coder.id)) == 1
 
 

@@ -1,8 +1,12 @@
 // The official `openai` Node SDK (what Roo Code uses) against the gateway.
-// Usage: GATEWAY_URL=… GATEWAY_KEY=… MODEL=… node openai_node.mjs <scenario>
-import OpenAI from "openai";
-
+// Usage: GATEWAY_URL=… GATEWAY_KEY=… MODEL=… [OPENAI_PACKAGE=openai-v5] node openai_node.mjs <scenario>
+// OPENAI_PACKAGE picks the SDK: `openai` (the newest major that runs on Node 20) or `openai-v5` (the major Roo
+// Code ships).
 import { BASE_URL, GATEWAY_KEY, MODEL, READ_FILE, main, readFile } from "./common.mjs";
+
+const PACKAGE = process.env.OPENAI_PACKAGE || "openai";
+const { default: OpenAI } = await import(PACKAGE);
+const { VERSION: SDK_VERSION } = await import(`${PACKAGE}/version`);
 
 const client = new OpenAI({ baseURL: BASE_URL, apiKey: GATEWAY_KEY, maxRetries: 0, timeout: 20_000 });
 const TOOLS = [{ type: "function", function: READ_FILE }];
@@ -41,7 +45,7 @@ await main({
         finish = choice.finish_reason ?? finish;
       }
     }
-    return { models, content, reasoning, finish, usage, role, contentDeltas, deltasWithoutContent };
+    return { sdkVersion: SDK_VERSION, models, content, reasoning, finish, usage, role, contentDeltas, deltasWithoutContent };
   },
 
   // The SDK's streaming helper assembles the tool call from the deltas (its `tool_calls.function.arguments.done`

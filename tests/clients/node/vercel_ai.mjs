@@ -156,9 +156,12 @@ await main({
         }),
       },
     });
+    const resumeBody = result.steps[1]?.request?.body;
+    const resumeMessages = (typeof resumeBody === "string" ? JSON.parse(resumeBody) : resumeBody)?.messages ?? [];
     return {
       text: result.text,
       toolArgs: seen,
+      resumeMessages,
       steps: result.steps.map((s) => ({
         finishReason: s.finishReason,
         toolCalls: s.toolCalls.map((c) => ({ id: c.toolCallId, name: c.toolName, input: c.input })),
