@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test unit e2e lint format template-check clean bench letta-dev letta-dev-down
+.PHONY: install run test unit clients e2e lint format template-check clean bench letta-dev letta-dev-down
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,15 @@ run: $(STAMP)
 ## The whole test suite: unit tests, then end-to-end tests against a real Letta server (installed and started on
 ## first use by scripts/letta-dev; stopped afterwards unless it was already running).
 test: $(STAMP)
-	$(BIN)/python -m pytest tests/unit tests/e2e
+	$(BIN)/python -m pytest tests/unit tests/clients tests/e2e
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+## Real client libraries against the gateway and the Letta double: openai Node SDK (6.x and Roo's 5.x), Vercel AI
+## SDK (Cline), LangChain ChatOpenAI, Roo-shaped requests. First use runs `npm ci` in tests/clients/node.
+clients: $(STAMP)
+	$(BIN)/python -m pytest tests/clients
 
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e -m e2e
@@ -54,7 +59,7 @@ template-check:
 	bash .ci/template-check
 
 clean:
-	rm -rf $(VENV) .aws-sam .pytest_cache .ruff_cache
+	rm -rf $(VENV) .aws-sam .pytest_cache .ruff_cache tests/clients/node/node_modules
 
 ## Benchmarks (issue 8): prints a table and writes docs/benchmarks.md in under 10 minutes.
 ## Installs pyinstrument (bench-only, for the profiles) into the venv if missing. BENCH_ARGS=--quick for a smoke run.
