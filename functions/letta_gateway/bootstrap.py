@@ -33,6 +33,7 @@ def build_gateway(settings: Settings) -> Gateway:
         deny_unknown_approvals=settings.deny_unknown_approvals,
         key_cache_seconds=settings.key_cache_seconds,
         record_usage=settings.record_usage,
+        completion_tool=settings.completion_tool,
     )
 
 

@@ -132,7 +132,9 @@ class Gateway:
         idempotency: Idempotency | None = None,
         key_cache_seconds: float = 30.0,
         record_usage: bool = True,
+        completion_tool: str | None = "attempt_completion",
     ) -> None:
+        self.completion_tool_name = completion_tool
         self.keys: KeyStore | None = None
         self.key_cache_seconds = key_cache_seconds
         self.record_usage = record_usage
@@ -145,6 +147,12 @@ class Gateway:
         self.credentials = credentials
         self.keyring = keyring or KeyRing()
         self._credentials_seen: object = None
+
+    def _completion_tool(self, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The request's completion tool: clients such as Roo Code need a tool call in every turn."""
+        if not self.completion_tool_name:
+            return None
+        return next((t for t in tools if t["name"] == self.completion_tool_name), None)
 
     # ------------------------------------------------------------------------------------------------ auth
 
@@ -322,6 +330,7 @@ class Gateway:
             created=int(time.time()),
             model=request.model,
             tool_names=tool_names(turn.tools),
+            completion_tool=self._completion_tool(turn.tools),
         )
         return completion
 
@@ -429,6 +438,7 @@ class Gateway:
                 created=int(time.time()),
                 model=request.model,
                 tool_names=tool_names(turn.tools),
+                completion_tool=self._completion_tool(turn.tools),
             )
         except GatewayError:
             if claim is not None:
@@ -464,6 +474,7 @@ class Gateway:
             model=request.model,
             tool_names=tool_names(turn.tools),
             include_usage=include_usage,
+            completion_tool=self._completion_tool(turn.tools),
         )
         return self._relay(principal, agent, stream, translator, claim, deadline, turn)
 

@@ -48,6 +48,14 @@ def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raise ConfigurationError(f"{name} must be true or false, got {raw!r}")
 
 
+def _completion_tool(env: Mapping[str, str]) -> str | None:
+    raw = env.get("GATEWAY_COMPLETION_TOOL")
+    if raw is None:
+        return "attempt_completion"
+    raw = raw.strip()
+    return None if raw.lower() in ("", "off", "none", "false") else raw
+
+
 @dataclass(frozen=True)
 class Settings:
     letta_base_url: str = LETTA_CLOUD_URL
@@ -56,6 +64,7 @@ class Settings:
     key_secret: str | None = field(default=None, repr=False)
     key_cache_seconds: float = 30.0
     record_usage: bool = True
+    completion_tool: str | None = "attempt_completion"
     secret_id: str | None = None
     state_table: str | None = None
     state_path: str = ".gateway/state.sqlite3"
@@ -80,6 +89,7 @@ class Settings:
             key_secret=env.get("GATEWAY_KEY_SECRET") or None,
             key_cache_seconds=_float(env, "GATEWAY_KEY_CACHE_SECONDS", 30.0),
             record_usage=_bool(env, "GATEWAY_USAGE", default=True),
+            completion_tool=_completion_tool(env),
             secret_id=env.get("GATEWAY_SECRET_ID") or None,
             state_table=env.get("GATEWAY_STATE_TABLE") or None,
             state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",

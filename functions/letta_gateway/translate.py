@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,14 @@ from .wire import (
 )
 
 # ------------------------------------------------------------------------------------------------- inbound
+
+
+SYNTHETIC_PREFIX = "call_lgwdone_"
+
+
+def synthetic_call_id() -> str:
+    """Id of a completion-tool call the gateway made up for a text-only turn (its result is user feedback)."""
+    return SYNTHETIC_PREFIX + uuid.uuid4().hex[:24]
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,9 @@ def plan_turn(messages: Sequence[ChatCompletionMessageParam]) -> TurnInput:
     """Select what follows the last assistant message; the agent already holds everything before it.
 
     System and developer messages are never sent (the agent has its own system prompt). Tool results must come
-    directly after the assistant message whose tool calls they answer; user messages may follow them.
+    directly after the assistant message whose tool calls they answer; user messages may follow them. The result of
+    a completion call the gateway made up (a text-only answer offered as the client's completion tool) is the user's
+    reply to that answer, so it reaches the agent as a user message.
     """
     last_assistant = -1
     for i in range(len(messages) - 1, -1, -1):
@@ -126,6 +137,7 @@ def plan_turn(messages: Sequence[ChatCompletionMessageParam]) -> TurnInput:
         called = {c.id for c in messages[last_assistant].tool_calls or ()}  # type: ignore[union-attr]
 
     results: list[ToolResult] = []
+    replies: list[dict[str, Any]] = []
     users: list[dict[str, Any]] = []
     seen: set[str] = set()
     for i in range(last_assistant + 1, len(messages)):
@@ -149,16 +161,21 @@ def plan_turn(messages: Sequence[ChatCompletionMessageParam]) -> TurnInput:
                     param=f"{param}.tool_call_id",
                 )
             seen.add(message.tool_call_id)
-            results.append(ToolResult(message.tool_call_id, _text_of(message.content)))
+            text = _text_of(message.content)
+            if message.tool_call_id.startswith(SYNTHETIC_PREFIX):
+                if text:
+                    replies.append({"role": "user", "content": text})
+            else:
+                results.append(ToolResult(message.tool_call_id, text))
         elif isinstance(message, ChatCompletionUserMessageParam):
             users.append({"role": "user", "content": user_content(message, i)})
-    if not results and not users:
+    if not results and not replies and not users:
         raise InvalidRequest(
             "Nothing new to send to the agent: the request must end with a user message or with tool results "
             "after the last assistant message.",
             param="messages",
         )
-    return TurnInput(tuple(results), tuple(users))
+    return TurnInput(tuple(results), tuple(replies + users))
 
 
 def check_supported(request: ChatCompletionRequest) -> None:
@@ -336,6 +353,20 @@ def _pause_or_conflict(run_id: str | None, message_id: str | None, calls: list[P
     return Pause(run_id, message_id, tuple(calls))
 
 
+def completion_tool_call(tool: Mapping[str, Any], text: str) -> ChatCompletionMessageToolCall:
+    """A text-only answer as a call to the client's completion tool (e.g. Roo Code's `attempt_completion`), with the
+    text in the argument its schema asks for (`result` when it has one, else its first required string)."""
+    schema = tool.get("parameters") or {}
+    properties = schema.get("properties") or {}
+    argument = "result"
+    if "result" not in properties:
+        strings = [p for p in schema.get("required") or [] if (properties.get(p) or {}).get("type") == "string"]
+        argument = strings[0] if strings else "result"
+    return ChatCompletionMessageToolCall(
+        id=synthetic_call_id(), function=Function(name=tool["name"], arguments=json.dumps({argument: text}))
+    )
+
+
 def completion_from_letta(
     response: Mapping[str, Any],
     *,
@@ -343,6 +374,7 @@ def completion_from_letta(
     created: int,
     model: str,
     tool_names: frozenset[str],
+    completion_tool: Mapping[str, Any] | None = None,
 ) -> tuple[ChatCompletion, Pause | None]:
     """A Letta `LettaResponse` as one `ChatCompletion`; server-side tool activity is left out."""
     texts: list[str] = []
@@ -384,7 +416,14 @@ def completion_from_letta(
         tool_calls=tool_calls or None,
         reasoning_content="\n\n".join(reasoning) if reasoning else None,
     )
-    if message.content is None and not tool_calls:
+    if reason == "stop" and completion_tool is not None:
+        message = ChatCompletionMessage(
+            content=None,
+            tool_calls=[completion_tool_call(completion_tool, message.content or "")],
+            reasoning_content=message.reasoning_content,
+        )
+        reason = "tool_calls"
+    if message.content is None and not message.tool_calls:
         message.content = ""
     completion = ChatCompletion(
         id=completion_id,
@@ -417,6 +456,7 @@ class StreamTranslator:
     model: str
     tool_names: frozenset[str]
     include_usage: bool = False
+    completion_tool: Mapping[str, Any] | None = None
     run_id: str | None = None
     stop_reason: str | None = None
     usage: Mapping[str, Any] | None = None
@@ -427,6 +467,7 @@ class StreamTranslator:
     _approval_id: str | None = None
     _approval_run: str | None = None
     _last_text_id: str | None = None
+    _text: list[str] = field(default_factory=list)
 
     def chunk(self, delta: ChoiceDelta, finish: FinishReason | None = None) -> ChatCompletionChunk:
         return ChatCompletionChunk(
@@ -452,6 +493,7 @@ class StreamTranslator:
                 text = "\n\n" + text
             if text:
                 self._last_text_id = msg_id
+                self._text.append(text)
                 return [self.chunk(ChoiceDelta(content=text))]
             return []
         if kind == "reasoning_message":
@@ -511,7 +553,19 @@ class StreamTranslator:
         )
 
     def closing(self, reason: FinishReason) -> list[ChatCompletionChunk]:
-        chunks = [self.chunk(ChoiceDelta(), reason)]
+        chunks: list[ChatCompletionChunk] = []
+        if reason == "stop" and self.completion_tool is not None:
+            # The text streamed already; the client also gets it as its completion tool's call.
+            call = completion_tool_call(self.completion_tool, "".join(self._text))
+            delta = ChoiceDeltaToolCall(
+                index=0,
+                id=call.id,
+                type="function",
+                function=ChoiceDeltaToolCallFunction(name=call.function.name, arguments=call.function.arguments),
+            )
+            chunks.append(self.chunk(ChoiceDelta(tool_calls=[delta])))
+            reason = "tool_calls"
+        chunks.append(self.chunk(ChoiceDelta(), reason))
         if self.include_usage:
             chunks.append(
                 ChatCompletionChunk(

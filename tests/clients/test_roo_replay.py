@@ -190,6 +190,7 @@ def assert_roo_accepts(turn: RooTurn, finish: str) -> None:
     assert len(usage_chunks) == 1 and usage_chunks[0]["choices"] == [] and usage_chunks[0] is turn.payloads[-1]
     assert isinstance(turn.usage["prompt_tokens"], int) and isinstance(turn.usage["completion_tokens"], int)
     assert turn.content or turn.calls, "an empty turn: Roo reports it as an error"
+    assert turn.calls, "a turn without a tool call: Roo answers '[ERROR] You did not use a tool'"
     calls = turn.tool_calls()
     assert sorted(turn.calls) == list(range(len(calls)))  # indexes 0..n-1
     assert len({c["id"] for c in calls}) == len(calls)
@@ -249,9 +250,12 @@ def test_roo_task_with_a_tool_round_trip(gateway_url: str, letta: LettaDouble) -
         {"role": "user", "content": [{"type": "text", "text": environment_details("src/app.py")}]},
     ]
     answer = roo_turn(gateway_url, roo_request("coder", history))
-    assert_roo_accepts(answer, "stop")
-    assert answer.content.startswith(f"Done. Tool results: {call['id']}=File: src/app.py\n1 | print('hello')")
-    assert answer.calls == {}
+    assert_roo_accepts(answer, "tool_calls")
+    expected = f"Done. Tool results: {call['id']}=File: src/app.py\n1 | print('hello')"
+    assert answer.content.startswith(expected)
+    [completion] = answer.tool_calls()  # the text-only answer, offered as Roo's attempt_completion
+    assert completion["name"] == "attempt_completion"
+    assert json.loads(completion["arguments"])["result"].startswith(expected)
     # tool results and the environment details reached Letta together, in one request
     resume = letta.message_posts(agent.id)[-1]["messages"]
     assert [m.get("type") or m.get("role") for m in resume] == ["approval", "user"]
@@ -277,7 +281,8 @@ def test_roo_parallel_tool_calls(gateway_url: str, letta: LettaDouble) -> None:
         {"role": "user", "content": [{"type": "text", "text": environment_details("src/app.py")}]},
     ]
     answer = roo_turn(gateway_url, roo_request("multi", history))
-    assert_roo_accepts(answer, "stop")
+    assert_roo_accepts(answer, "tool_calls")
+    assert [c["name"] for c in answer.tool_calls()] == ["attempt_completion"]
     assert answer.content.startswith(
         f"Done. Tool results: {calls[0]['id']}=1 | print('hello'); {calls[1]['id']}=app.py"
     )

@@ -394,3 +394,28 @@ def test_idempotency_key_retry_does_not_reach_letta(
     )
     assert again.choices[0].message.content == first.choices[0].message.content == "exactly once"
     assert model_calls() == before
+
+
+def test_roo_style_completion_tool_round_trip(client: openai.OpenAI, make_agent: Callable[..., dict]) -> None:
+    """Roo needs a tool call every turn: the agent's text answer arrives as attempt_completion, and the user's
+    feedback on it reaches the real agent as a user message."""
+    agent = make_agent()
+    tools = [
+        *TOOLS,
+        {
+            "type": "function",
+            "function": {
+                "name": "attempt_completion",
+                "description": "Present the result",
+                "parameters": {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]},
+            },
+        },
+    ]
+    messages = [user("SAY:the task is finished")]
+    first = client.chat.completions.create(model=agent["name"], messages=messages, tools=tools)
+    [call] = first.choices[0].message.tool_calls
+    assert call.function.name == "attempt_completion"
+    assert json.loads(call.function.arguments) == {"result": "the task is finished"}
+    messages += [assistant_of(first.choices[0].message), tool(call.id, "SAY:glad to help")]
+    second = client.chat.completions.create(model=agent["name"], messages=messages, tools=tools)
+    assert json.loads(second.choices[0].message.tool_calls[0].function.arguments) == {"result": "glad to help"}
