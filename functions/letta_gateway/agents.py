@@ -178,6 +178,7 @@ class LettaAgents:
         self._clock = clock
         self._directory: tuple[float, list[AgentInfo]] | None = None
         self._resolved: dict[str, tuple[float, AgentInfo]] = {}
+        self._conversations: dict[str, str] = {}
 
     def set_api_key(self, api_key: str | None) -> None:
         if api_key != self._api_key:
@@ -284,8 +285,41 @@ class LettaAgents:
             )
         return _agent(matches[0])
 
-    async def pending_tool_call_ids(self, agent_id: str) -> list[str]:
-        """The tool calls the agent waits on, as Letta reports them (`agent.pending_approval`)."""
+    # ------------------------------------------------------------------------------------------ conversations
+
+    async def create_conversation(self, agent_id: str, summary: str) -> str:
+        try:
+            raw = await self.client.conversations.with_raw_response.create(agent_id=agent_id, summary=summary)
+            return str((await raw.json())["id"])
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+
+    async def conversation_agent(self, conversation_id: str) -> str | None:
+        """The agent a conversation belongs to (None when it does not exist), cached."""
+        hit = self._conversations.get(conversation_id)
+        if hit is not None:
+            return hit
+        try:
+            raw = await self._reader().conversations.with_raw_response.retrieve(conversation_id)
+            agent_id = (await raw.json()).get("agent_id")
+        except Exception as error:
+            mapped = map_error(error)
+            if isinstance(mapped, (LettaNotFound, InvalidRequest)):
+                return None
+            raise mapped from None
+        if agent_id:
+            if len(self._conversations) > 10_000:
+                self._conversations.clear()
+            self._conversations[conversation_id] = str(agent_id)
+        return str(agent_id) if agent_id else None
+
+    async def pending_tool_call_ids(self, agent_id: str, conversation_id: str | None = None) -> list[str]:
+        """The tool calls the agent's default thread waits on, as Letta reports them (`agent.pending_approval`).
+        Letta does not report a conversation's pending approval the same way: none are known for those."""
+        if conversation_id is not None:
+            return []
         try:
             raw = await self._reader().agents.with_raw_response.retrieve(agent_id, include=["agent.pending_approval"])
             agent = await raw.json()
@@ -316,11 +350,14 @@ class LettaAgents:
             "usage": None,
         }
 
-    async def find_answering_run(self, agent_id: str, tool_call_ids: Sequence[str], recent: int = 20) -> str | None:
-        """The agent's recent run whose input answered exactly these tool calls, if any."""
+    async def find_answering_run(
+        self, agent_id: str, tool_call_ids: Sequence[str], conversation_id: str | None = None, recent: int = 20
+    ) -> str | None:
+        """The thread's recent run whose input answered exactly these tool calls, if any."""
         wanted = set(tool_call_ids)
+        scope: dict[str, Any] = {"conversation_id": conversation_id} if conversation_id else {"agent_id": agent_id}
         try:
-            raw = await self._reader().runs.with_raw_response.list(agent_id=agent_id, limit=recent, order="desc")
+            raw = await self._reader().runs.with_raw_response.list(**scope, limit=recent, order="desc")
             page = await raw.json()
             runs = page if isinstance(page, list) else page.get("items") or []
             for run in runs:
@@ -351,14 +388,25 @@ class LettaAgents:
             body["client_tools"] = list(client_tools)
         return body
 
+    def _messages_api(self, conversation_id: str | None) -> tuple[Any, str | None]:
+        if conversation_id is None:
+            return self.client.agents.messages, None
+        return self.client.conversations.messages, conversation_id
+
     async def send(
-        self, agent_id: str, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
+        self,
+        agent_id: str,
+        messages: Sequence[dict[str, Any]],
+        client_tools: Sequence[dict[str, Any]],
+        conversation_id: str | None = None,
     ) -> dict[str, Any]:
-        """One non-streamed turn (`POST /v1/agents/{id}/messages`). Never retried: Letta is not idempotent."""
+        """One non-streamed turn (`POST /v1/agents/{id}/messages`, or the conversation's). Never retried: Letta is
+        not idempotent."""
         started = time.perf_counter()
+        api, conversation = self._messages_api(conversation_id)
         try:
-            raw = await self.client.agents.messages.with_raw_response.create(
-                agent_id, streaming=False, **self._body(messages, client_tools)
+            raw = await api.with_raw_response.create(
+                conversation or agent_id, streaming=False, **self._body(messages, client_tools)
             )
             data = await raw.json()
         except GatewayError:
@@ -373,11 +421,16 @@ class LettaAgents:
         return data
 
     async def open_stream(
-        self, agent_id: str, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]
+        self,
+        agent_id: str,
+        messages: Sequence[dict[str, Any]],
+        client_tools: Sequence[dict[str, Any]],
+        conversation_id: str | None = None,
     ) -> LettaStream:
         """Start a token-streamed turn with keepalive pings; HTTP-level failures raise here, before any event."""
-        context = self.client.agents.messages.with_streaming_response.create(
-            agent_id,
+        api, conversation = self._messages_api(conversation_id)
+        context = api.with_streaming_response.create(
+            conversation or agent_id,
             streaming=True,
             stream_tokens=True,
             include_pings=True,

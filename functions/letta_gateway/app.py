@@ -15,7 +15,7 @@ from . import __version__
 from . import observability as log
 from .auth import Principal
 from .errors import GatewayError, InvalidRequest, MethodNotAllowed, NotFound, PayloadTooLarge
-from .service import Gateway
+from .service import Gateway, ThreadRequest
 from .wire import ChatCompletion, ChatCompletionRequest, ErrorResponse, Model, ModelList
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -199,6 +199,20 @@ def _request_id(scope: Scope, headers: dict[bytes, bytes]) -> str | None:
     return value.decode("latin-1")[:128] if value else None
 
 
+def thread_request(headers: Any, stream: bool) -> ThreadRequest | None:
+    """The thread headers: `X-Letta-Conversation-Id` (an existing conversation of the agent), or a chat key
+    (`X-Letta-Chat-Key`; Open WebUI's `X-OpenWebUI-Chat-Id` on streamed requests only, since its title and tag
+    requests carry the same id) mapped to a conversation the gateway creates on first use."""
+    conversation = headers.get("x-letta-conversation-id") or None
+    chat_key = headers.get("x-letta-chat-key") or (headers.get("x-openwebui-chat-id") if stream else None) or None
+    for name, value in (("X-Letta-Conversation-Id", conversation), ("X-Letta-Chat-Key", chat_key)):
+        if value is not None and len(value) > 256:
+            raise InvalidRequest(f"{name} must be at most 256 characters.", param=name)
+    if conversation is None and chat_key is None:
+        return None
+    return ThreadRequest(conversation_id=conversation, chat_key=chat_key)
+
+
 class GatewayHolder:
     """Builds the gateway on first use, so building the app does no I/O."""
 
@@ -309,10 +323,11 @@ def create_app(
         key = request.headers.get("idempotency-key") or None
         if key is not None and len(key) > 255:
             raise InvalidRequest("Idempotency-Key must be at most 255 characters.", param="Idempotency-Key")
+        thread = thread_request(request.headers, bool(body.stream))
         if body.stream:
-            chunks = await gw.open_stream(caller, body, deadline, key)
+            chunks = await gw.open_stream(caller, body, deadline, key, thread)
             return StreamingResponse(chunks, media_type="text/event-stream", headers=SSE_HEADERS)
-        completion = await gw.complete(caller, body, deadline, key)
+        completion = await gw.complete(caller, body, deadline, key, thread)
         return Response(completion.model_dump_json(), media_type="application/json")
 
     return app

@@ -20,7 +20,15 @@ from . import sse
 from .agents import AgentInfo, AgentPendingApproval, LettaAgents, LettaNotFound, LettaStream
 from .auth import KeyRing, Principal, bearer_token
 from .credentials import CredentialSource
-from .errors import AuthenticationFailed, GatewayError, ModelNotFound, RateLimited, UpstreamError, UpstreamTimeout
+from .errors import (
+    AuthenticationFailed,
+    GatewayError,
+    ModelNotFound,
+    NotFound,
+    RateLimited,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from .store import (
     AlreadyAnswered,
     PendingApprovals,
@@ -53,6 +61,14 @@ ABANDONED_REASON = (
     "The user did not run this tool and sent a new message instead. Do not wait for its result; continue with "
     "the user's new message."
 )
+
+
+@dataclass(frozen=True)
+class ThreadRequest:
+    """Which thread of the agent a request is for (from request headers)."""
+
+    conversation_id: str | None = None
+    chat_key: str | None = None
 
 
 def request_fingerprint(model: str, user_messages: Any, tools: Any) -> str:
@@ -261,12 +277,17 @@ class Gateway:
     # ------------------------------------------------------------------------------------------------ chat
 
     async def _prepare(
-        self, principal: Principal, request: ChatCompletionRequest, idempotency_key: str | None = None
+        self,
+        principal: Principal,
+        request: ChatCompletionRequest,
+        idempotency_key: str | None = None,
+        thread: ThreadRequest | None = None,
     ) -> _Turn:
         check_supported(request)
         turn = plan_turn(request.messages)
         tools = client_tools(request)
         agent = await self._resolve(request.model, principal)
+        conversation = await self._conversation(principal, agent, thread)
         claim: PendingRecord | None = None
         order: list[str] | None = None
         if turn.is_resume:
@@ -275,42 +296,79 @@ class Gateway:
                     self.approvals.claim,
                     owner=principal.key_id,
                     agent_id=agent.id,
-                    conversation_id=None,
+                    conversation_id=conversation,
                     tool_call_ids=[r.tool_call_id for r in turn.tool_results],
                 )
             except AlreadyAnswered as answered:
                 log.info("tool results already answered: replaying", run_id=answered.run_id)
-                return _Turn(agent, [], tools, None, replay_run=answered.run_id)
+                return _Turn(agent, [], tools, None, conversation, replay_run=answered.run_id)
             except StaleResume as stale:
                 recovered = await self._recover(stale.record, agent)
                 if isinstance(recovered, str):
-                    return _Turn(agent, [], tools, None, replay_run=recovered)
+                    return _Turn(agent, [], tools, None, conversation, replay_run=recovered)
                 claim = recovered
             order = [c.id for c in claim.tool_calls]
             log.bind(resume_of=claim.run_id)
             # The same tool results always carry the same otids, so Letta can recognise a retry as well.
             seed = f"resume:{agent.id}:{claim.ids_key}"
-            return _Turn(agent, letta_messages(turn, order, otid_seed=seed), tools, claim)
+            return _Turn(agent, letta_messages(turn, order, otid_seed=seed), tools, claim, conversation)
         if idempotency_key:
             fingerprint = request_fingerprint(request.model, turn.user_messages, tools)
             begun = await asyncio.to_thread(self.idempotency.begin, principal.key_id, idempotency_key, fingerprint)
             if isinstance(begun, Answered):
                 log.info("idempotent request already answered: replaying", run_id=begun.run_id)
-                return _Turn(agent, [], tools, None, replay_run=begun.run_id)
+                return _Turn(agent, [], tools, None, conversation, replay_run=begun.run_id)
             seed = f"idem:{principal.key_id}:{idempotency_key}"
-            return _Turn(agent, letta_messages(turn, otid_seed=seed), tools, None, idem=begun, fingerprint=fingerprint)
-        return _Turn(agent, letta_messages(turn), tools, None)
+            return _Turn(
+                agent,
+                letta_messages(turn, otid_seed=seed),
+                tools,
+                None,
+                conversation,
+                idem=begun,
+                fingerprint=fingerprint,
+            )
+        return _Turn(agent, letta_messages(turn), tools, None, conversation)
+
+    async def _conversation(self, principal: Principal, agent: AgentInfo, thread: ThreadRequest | None) -> str | None:
+        """The Letta conversation (thread) this request belongs to; None = the agent's default thread."""
+        if thread is None:
+            return None
+        if thread.conversation_id:
+            if await self.agents.conversation_agent(thread.conversation_id) != agent.id:
+                raise NotFound(
+                    f"No conversation '{thread.conversation_id}' for this agent.",
+                    param="X-Letta-Conversation-Id",
+                    code="conversation_not_found",
+                )
+            return thread.conversation_id
+        if thread.chat_key:
+            key = hashlib.sha256(thread.chat_key.encode()).hexdigest()
+            pk = f"chat#{principal.key_id}#{agent.id}"
+            known = await asyncio.to_thread(self.approvals.backend.get_item, pk, key)
+            if known is not None:
+                return str(known["conversation_id"])
+            created = await self.agents.create_conversation(agent.id, summary=f"chat {key[:12]}")
+            stored = await asyncio.to_thread(
+                self.approvals.backend.put_item, pk, key, {"conversation_id": created}, only_if_absent=True
+            )
+            if not stored:  # another request of the same chat created one first: use that one
+                known = await asyncio.to_thread(self.approvals.backend.get_item, pk, key)
+                return str(known["conversation_id"]) if known else created
+            log.info("created a conversation for a chat", conversation_id=created)
+            return created
+        return None
 
     async def _recover(self, record: PendingRecord, agent: AgentInfo) -> PendingRecord | str:
         """A request claimed these tool results and died before finishing. Letta knows whether they arrived: if the
         agent still waits for them, this request takes the claim over and sends them; if they arrived, the run that
         answered them is replayed."""
         ids = [c.id for c in record.tool_calls]
-        waiting = set(await self.agents.pending_tool_call_ids(agent.id))
+        waiting = set(await self.agents.pending_tool_call_ids(agent.id, record.conversation_id))
         if set(ids) <= waiting:
             log.info("recovering a stale resume: Letta never received it", tool_calls=ids)
             return await asyncio.to_thread(self.approvals.take_over, record)
-        run_id = await self.agents.find_answering_run(agent.id, ids)
+        run_id = await self.agents.find_answering_run(agent.id, ids, record.conversation_id)
         await asyncio.to_thread(self.approvals.complete, record, run_id)
         if run_id is None:
             raise ToolResultsAlreadySubmitted(
@@ -352,7 +410,7 @@ class Gateway:
             except AgentPendingApproval:
                 if claim is not None:
                     raise
-                claim, denial = await self._abandon(principal, turn.agent)
+                claim, denial = await self._abandon(principal, turn.agent, turn.conversation_id)
                 result = await _within(deadline, call([denial, *turn.messages]))
                 log.info("denied abandoned tool calls", tool_calls=[a["tool_call_id"] for a in denial["approvals"]])
                 if claim is not None:
@@ -364,27 +422,31 @@ class Gateway:
                 await asyncio.to_thread(self.approvals.release, claim)
             if turn.idem is not None:
                 await asyncio.to_thread(self.idempotency.abort, turn.idem)
-            raise await self._explain(error, principal, turn.agent, request.model) from None
+            raise await self._explain(error, principal, turn.agent, request.model, turn.conversation_id) from None
 
-    async def _abandon(self, principal: Principal, agent: AgentInfo) -> tuple[PendingRecord | None, dict[str, Any]]:
-        record = await asyncio.to_thread(self.approvals.abandon, principal.key_id, agent.id, None)
+    async def _abandon(
+        self, principal: Principal, agent: AgentInfo, conversation_id: str | None
+    ) -> tuple[PendingRecord | None, dict[str, Any]]:
+        record = await asyncio.to_thread(self.approvals.abandon, principal.key_id, agent.id, conversation_id)
         if record is not None:
             ids = [c.id for c in record.tool_calls]
         elif self.deny_unknown_approvals:
-            ids = await self.agents.pending_tool_call_ids(agent.id)
+            ids = await self.agents.pending_tool_call_ids(agent.id, conversation_id)
         else:
             ids = []
         if not ids:
             raise AgentPendingApproval("The agent is waiting for approval of a tool call.")
         return record, deny_message(ids, ABANDONED_REASON)
 
-    async def _explain(self, error: GatewayError, principal: Principal, agent: AgentInfo, model: str) -> GatewayError:
+    async def _explain(
+        self, error: GatewayError, principal: Principal, agent: AgentInfo, model: str, conversation_id: str | None
+    ) -> GatewayError:
         """Make Letta's refusals actionable for an OpenAI client."""
         if isinstance(error, LettaNotFound):
             self.agents.forget(model)
             return ModelNotFound(model)
         if isinstance(error, AgentPendingApproval):
-            record = await asyncio.to_thread(self.approvals.current, principal.key_id, agent.id, None)
+            record = await asyncio.to_thread(self.approvals.current, principal.key_id, agent.id, conversation_id)
             if record is not None and record.status == "pending":
                 calls = ", ".join(f"{c.id} ({c.name})" for c in record.tool_calls)
                 return AgentPendingApproval(
@@ -398,14 +460,13 @@ class Gateway:
             )
         return error
 
-    async def _save_pause(
-        self, principal: Principal, agent: AgentInfo, pause: Pause, claim: PendingRecord | None, run_id: str | None
-    ) -> None:
+    async def _save_pause(self, principal: Principal, turn: _Turn, pause: Pause, run_id: str | None) -> None:
+        claim = turn.claim
         await asyncio.to_thread(
             self.approvals.save_pause,
             owner=principal.key_id,
-            agent_id=agent.id,
-            conversation_id=None,
+            agent_id=turn.agent.id,
+            conversation_id=turn.conversation_id,
             run_id=pause.run_id,
             approval_message_id=pause.approval_message_id,
             tool_calls=[ToolCallEntry(c.id, c.name) for c in pause.calls],
@@ -420,13 +481,18 @@ class Gateway:
         request: ChatCompletionRequest,
         deadline: float | None = None,
         idempotency_key: str | None = None,
+        thread: ThreadRequest | None = None,
     ) -> ChatCompletion:
-        turn = await self._prepare(principal, request, idempotency_key)
+        turn = await self._prepare(principal, request, idempotency_key, thread)
         if turn.replay_run is not None:
             return await self._replayed(turn, request)
         agent = turn.agent
         response, claim = await self._call_letta(
-            principal, request, turn, deadline, lambda messages: self.agents.send(agent.id, messages, turn.tools)
+            principal,
+            request,
+            turn,
+            deadline,
+            lambda messages: self.agents.send(agent.id, messages, turn.tools, turn.conversation_id),
         )
         run_id = _first_run_id(response)
         if turn.idem is not None:
@@ -445,7 +511,7 @@ class Gateway:
                 await asyncio.to_thread(self.approvals.complete, claim, run_id)
             raise
         if pause is not None:
-            await self._save_pause(principal, agent, pause, claim, run_id)
+            await self._save_pause(principal, turn, pause, run_id)
         elif claim is not None:
             await asyncio.to_thread(self.approvals.complete, claim, run_id)
         _count_turn(claim, pause, completion.usage)
@@ -457,16 +523,21 @@ class Gateway:
         request: ChatCompletionRequest,
         deadline: float | None = None,
         idempotency_key: str | None = None,
+        thread: ThreadRequest | None = None,
     ) -> AsyncIterator[bytes]:
         """Start the turn; failures before Letta streams anything raise here and get a proper HTTP status."""
-        turn = await self._prepare(principal, request, idempotency_key)
+        turn = await self._prepare(principal, request, idempotency_key, thread)
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
         if turn.replay_run is not None:
             completion = await self._replayed(turn, request)
             return _replay_stream(chunks_from_completion(completion, include_usage))
         agent = turn.agent
         stream, claim = await self._call_letta(
-            principal, request, turn, deadline, lambda messages: self.agents.open_stream(agent.id, messages, turn.tools)
+            principal,
+            request,
+            turn,
+            deadline,
+            lambda messages: self.agents.open_stream(agent.id, messages, turn.tools, turn.conversation_id),
         )
         translator = StreamTranslator(
             completion_id=completion_id(),
@@ -508,7 +579,7 @@ class Gateway:
                     yield sse.KEEPALIVE if item is KEEPALIVE else sse.event(item)  # type: ignore[arg-type]
             reason, pause = translator.outcome()
             if pause is not None:
-                await self._save_pause(principal, agent, pause, claim, translator.run_id)
+                await self._save_pause(principal, turn, pause, translator.run_id)
             _count_turn(claim, pause, usage_from_letta(translator.usage))
             for chunk in translator.closing(reason):
                 yield sse.event(chunk)
@@ -551,6 +622,7 @@ class _Turn:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     claim: PendingRecord | None
+    conversation_id: str | None = None
     replay_run: str | None = None
     idem: Started | None = None
     fingerprint: str = ""

@@ -61,6 +61,7 @@ class LettaDouble:
         self.next_tool_call_ids: list[str] = []
         self.runs: dict[str, dict[str, Any]] = {}
         self.run_reads = 0
+        self.conversations: dict[str, Agent] = {}  # a thread of an agent: its own history and pending approval
         self.stream_fault: str | None = None  # "malformed" | "truncated" | "reset", for the next stream
         self._lock = threading.Lock()
         self._counter = 0
@@ -70,6 +71,9 @@ class LettaDouble:
                 Route("/v1/agents/{agent_id}", self._get_agent, methods=["GET"]),
                 Route("/v1/agents/{agent_id}/messages", self._messages, methods=["POST"]),
                 Route("/v1/agents/{agent_id}/messages/stream", self._messages_stream, methods=["POST"]),
+                Route("/v1/conversations/", self._create_conversation, methods=["POST"]),
+                Route("/v1/conversations/{conversation_id}", self._get_conversation, methods=["GET"]),
+                Route("/v1/conversations/{conversation_id}/messages", self._conversation_messages, methods=["POST"]),
                 Route("/v1/runs/", self._list_runs, methods=["GET"]),
                 Route("/v1/runs/{run_id}", self._get_run, methods=["GET"]),
                 Route("/v1/runs/{run_id}/messages", self._run_messages, methods=["GET"]),
@@ -89,6 +93,7 @@ class LettaDouble:
             self.next_tool_call_ids.clear()
             self.runs.clear()
             self.run_reads = 0
+            self.conversations.clear()
             self.stream_fault = None
 
     def add_agent(self, name: str, *, parallel: bool = False, agent_id: str | None = None) -> Agent:
@@ -123,11 +128,41 @@ class LettaDouble:
 
     async def _list_runs(self, request: Request) -> Response:
         agent_id = request.query_params.get("agent_id")
+        conversation_id = request.query_params.get("conversation_id")
         limit = int(request.query_params.get("limit") or 50)
-        runs = [r for r in self.runs.values() if agent_id is None or r["agent_id"] == agent_id]
+        runs = [
+            r
+            for r in self.runs.values()
+            if (agent_id is None or r["agent_id"] == agent_id)
+            and (conversation_id is None or r.get("conversation_id") == conversation_id)
+        ]
         if request.query_params.get("order", "desc") == "desc":
             runs = runs[::-1]
         return JSONResponse([{k: v for k, v in r.items() if k != "messages"} for r in runs[:limit]])
+
+    async def _create_conversation(self, request: Request) -> Response:
+        agent = self.agents.get(request.query_params.get("agent_id", ""))
+        if agent is None:
+            return JSONResponse({"detail": "Agent not found"}, status_code=404)
+        conversation_id = _id("conv")
+        self.conversations[conversation_id] = Agent(
+            id=agent.id, name=agent.name, parallel_tool_calls=agent.parallel_tool_calls
+        )
+        return JSONResponse(
+            {"id": conversation_id, "agent_id": agent.id, "summary": (await request.json() or {}).get("summary")}
+        )
+
+    async def _get_conversation(self, request: Request) -> Response:
+        thread = self.conversations.get(request.path_params["conversation_id"])
+        if thread is None:
+            return JSONResponse({"detail": "Conversation not found"}, status_code=404)
+        return JSONResponse({"id": request.path_params["conversation_id"], "agent_id": thread.id})
+
+    async def _conversation_messages(self, request: Request) -> Response:
+        body = await request.json()
+        if body.get("streaming", True):  # conversations stream by default
+            return await self._stream(request, body)
+        return await self._respond(request, body)
 
     async def _get_run(self, request: Request) -> Response:
         run = self.runs.get(request.path_params["run_id"])
@@ -171,9 +206,20 @@ class LettaDouble:
     async def _messages_stream(self, request: Request) -> Response:
         return await self._stream(request, await request.json())
 
+    def _thread_of(self, request: Request) -> tuple[str | None, str | None]:
+        """(agent id, conversation id) a message request is for."""
+        conversation_id = request.path_params.get("conversation_id")
+        if conversation_id is None:
+            return request.path_params["agent_id"], None
+        thread = self.conversations.get(conversation_id)
+        return (thread.id if thread else None), conversation_id
+
     def _record(self, request: Request, body: dict[str, Any]) -> Fault | None:
+        agent_id, conversation_id = self._thread_of(request)
         with self._lock:
-            self.requests.append({"agent_id": request.path_params["agent_id"], "path": request.url.path, "body": body})
+            self.requests.append(
+                {"agent_id": agent_id, "conversation_id": conversation_id, "path": request.url.path, "body": body}
+            )
             return self.faults.pop(0) if self.faults else None
 
     async def _respond(self, request: Request, body: dict[str, Any]) -> Response:
@@ -182,7 +228,7 @@ class LettaDouble:
             return JSONResponse(fault.body, status_code=fault.status, headers=fault.headers)
         if self.delay:
             await asyncio.sleep(self.delay)
-        outcome = self._turn(request.path_params["agent_id"], body)
+        outcome = self._turn(*self._thread_of(request), body)
         if isinstance(outcome, Response):
             return outcome
         messages, stop = outcome
@@ -200,7 +246,7 @@ class LettaDouble:
         fault = self._record(request, body)
         if fault is not None:
             return JSONResponse(fault.body, status_code=fault.status, headers=fault.headers)
-        outcome = self._turn(request.path_params["agent_id"], body)
+        outcome = self._turn(*self._thread_of(request), body)
         if isinstance(outcome, Response):
             return outcome
         messages, stop = outcome
@@ -271,9 +317,11 @@ class LettaDouble:
 
     # ----------------------------------------------------------------------------------------- the agent
 
-    def _turn(self, agent_id: str, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str] | Response:
+    def _turn(
+        self, agent_id: str | None, conversation_id: str | None, body: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str] | Response:
         with self._lock:
-            agent = self.agents.get(agent_id)
+            agent = self.conversations.get(conversation_id) if conversation_id else self.agents.get(agent_id or "")
             if agent is None:
                 return JSONResponse({"detail": f"Agent {agent_id} not found"}, status_code=404)
             tools = {t["name"] for t in body.get("client_tools") or ()}
@@ -286,6 +334,14 @@ class LettaDouble:
                     if error is not None:
                         return error
                 elif message.get("role") == "user":
+                    if agent.pending is not None and conversation_id is not None:
+                        return JSONResponse(
+                            {
+                                "detail": "CONFLICT: Cannot send a new message: The agent is waiting "
+                                "for approval on a tool call."
+                            },
+                            status_code=409,
+                        )
                     if agent.pending is not None:
                         return JSONResponse(
                             {
@@ -304,7 +360,7 @@ class LettaDouble:
                     user_texts.append(text)
                     agent.history.append({"role": "user", "content": content})
             messages, stop = self._act(agent, run_id, out, user_texts, tools)
-            return self._finish_run(agent, run_id, body, messages, stop)
+            return self._finish_run(agent, run_id, body, messages, stop, conversation_id)
 
     def _apply_approval(
         self, agent: Agent, message: dict[str, Any], run_id: str, out: list[dict[str, Any]]
@@ -380,7 +436,13 @@ class LettaDouble:
         return f"call_fake{self._counter:04d}_{i}"
 
     def _finish_run(
-        self, agent: Agent, run_id: str, body: dict[str, Any], out: list[dict[str, Any]], stop: str
+        self,
+        agent: Agent,
+        run_id: str,
+        body: dict[str, Any],
+        out: list[dict[str, Any]],
+        stop: str,
+        conversation_id: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         echoed = []
         for message in body.get("messages") or ():
@@ -408,6 +470,7 @@ class LettaDouble:
             "status": "completed",
             "stop_reason": stop,
             "background": False,
+            "conversation_id": conversation_id,
             "messages": echoed + out,
         }
         return out, stop
