@@ -419,3 +419,27 @@ def test_roo_style_completion_tool_round_trip(client: openai.OpenAI, make_agent:
     messages += [assistant_of(first.choices[0].message), tool(call.id, "SAY:glad to help")]
     second = client.chat.completions.create(model=agent["name"], messages=messages, tools=tools)
     assert json.loads(second.choices[0].message.tool_calls[0].function.arguments) == {"result": "glad to help"}
+
+
+def test_threads_are_letta_conversations(client: openai.OpenAI, make_agent: Callable[..., dict]) -> None:
+    agent = make_agent()
+    task = {"X-Letta-Chat-Key": "e2e-task-" + agent["id"]}
+    other = {"X-Letta-Chat-Key": "e2e-other-" + agent["id"]}
+    messages = [user('CALL:read_file {"path": "thread.py"}')]
+    paused = client.chat.completions.create(model=agent["name"], messages=messages, tools=TOOLS, extra_headers=task)
+    call = paused.choices[0].message.tool_calls[0]
+    # the pause blocks neither another thread nor the agent's default thread
+    meanwhile = client.chat.completions.create(
+        model=agent["name"], messages=[user("SAY:other thread")], tools=TOOLS, extra_headers=other
+    )
+    default = client.chat.completions.create(model=agent["name"], messages=[user("SAY:default thread")], tools=TOOLS)
+    assert meanwhile.choices[0].message.content == "other thread"
+    assert default.choices[0].message.content == "default thread"
+    messages += [assistant_of(paused.choices[0].message), tool(call.id, "THREAD-BODY")]
+    _, _, _, finish, _, _ = collect(
+        client.chat.completions.create(
+            model=agent["name"], messages=messages, tools=TOOLS, stream=True, extra_headers=task
+        )
+    )
+    final = client.chat.completions.create(model=agent["name"], messages=messages, tools=TOOLS, extra_headers=task)
+    assert finish == "stop" and "THREAD-BODY" in final.choices[0].message.content  # the retry replays the answer
