@@ -296,6 +296,12 @@ class LettaAgents:
         except Exception as error:
             raise map_error(error) from None
 
+    async def delete_conversation(self, conversation_id: str) -> None:
+        try:
+            await self.client.with_options(max_retries=2).conversations.with_raw_response.delete(conversation_id)
+        except Exception as error:
+            raise map_error(error) from None
+
     async def conversation_agent(self, conversation_id: str) -> str | None:
         """The agent a conversation belongs to (None when it does not exist), cached."""
         hit = self._conversations.get(conversation_id)

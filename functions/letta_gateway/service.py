@@ -9,9 +9,10 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,6 +41,7 @@ from .store import (
 from .store.idempotency import Answered, Idempotency, Started
 from .store.keys import KeyStore, ManagedKey
 from .translate import (
+    DEFAULT_SIDE_REQUEST_PATTERNS,
     KEEPALIVE,
     Pause,
     StreamTranslator,
@@ -48,9 +50,11 @@ from .translate import (
     client_tools,
     completion_from_letta,
     deny_message,
+    is_side_request,
     letta_messages,
     plan_turn,
     tool_names,
+    transcript,
     usage_from_letta,
 )
 from .wire import ChatCompletion, ChatCompletionRequest, CompletionUsage, Model, ModelList
@@ -149,7 +153,9 @@ class Gateway:
         key_cache_seconds: float = 30.0,
         record_usage: bool = True,
         completion_tool: str | None = "attempt_completion",
+        side_request_patterns: Sequence[str] = DEFAULT_SIDE_REQUEST_PATTERNS,
     ) -> None:
+        self.side_request_patterns = [re.compile(p, re.MULTILINE) for p in side_request_patterns]
         self.completion_tool_name = completion_tool
         self.keys: KeyStore | None = None
         self.key_cache_seconds = key_cache_seconds
@@ -475,6 +481,32 @@ class Gateway:
         )
         log.info("agent paused for client tools", run_id=pause.run_id, tool_calls=[c.id for c in pause.calls])
 
+    async def _side_request(self, principal: Principal, request: ChatCompletionRequest) -> ChatCompletion:
+        """Answer a client's helper request in a temporary conversation of the agent, removed afterwards, so that
+        it leaves no trace in the agent's threads; the client's messages are its context."""
+        check_supported(request)
+        agent = await self._resolve(request.model, principal)
+        conversation = await self.agents.create_conversation(agent.id, summary="side request (temporary)")
+        log.info("side request in a temporary conversation", conversation_id=conversation)
+        try:
+            response = await self.agents.send(
+                agent.id, [{"role": "user", "content": transcript(request)}], [], conversation
+            )
+        finally:
+            try:
+                await self.agents.delete_conversation(conversation)
+            except GatewayError:
+                log.warning("could not delete a temporary conversation", conversation_id=conversation)
+        completion, _ = completion_from_letta(
+            response,
+            completion_id=completion_id(),
+            created=int(time.time()),
+            model=request.model,
+            tool_names=frozenset(),
+        )
+        _count_turn(None, None, completion.usage)
+        return completion
+
     async def complete(
         self,
         principal: Principal,
@@ -483,6 +515,8 @@ class Gateway:
         idempotency_key: str | None = None,
         thread: ThreadRequest | None = None,
     ) -> ChatCompletion:
+        if is_side_request(request, self.side_request_patterns):
+            return await self._side_request(principal, request)
         turn = await self._prepare(principal, request, idempotency_key, thread)
         if turn.replay_run is not None:
             return await self._replayed(turn, request)
@@ -526,6 +560,10 @@ class Gateway:
         thread: ThreadRequest | None = None,
     ) -> AsyncIterator[bytes]:
         """Start the turn; failures before Letta streams anything raise here and get a proper HTTP status."""
+        include_usage = bool(request.stream_options and request.stream_options.include_usage)
+        if is_side_request(request, self.side_request_patterns):
+            completion = await self._side_request(principal, request)
+            return _replay_stream(chunks_from_completion(completion, include_usage))
         turn = await self._prepare(principal, request, idempotency_key, thread)
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
         if turn.replay_run is not None:

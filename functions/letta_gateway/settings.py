@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,6 +50,25 @@ def _bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
     raise ConfigurationError(f"{name} must be true or false, got {raw!r}")
 
 
+def _patterns(env: Mapping[str, str]) -> tuple[str, ...] | None:
+    raw = env.get("GATEWAY_SIDE_REQUEST_PATTERNS", "").strip()
+    if not raw:
+        return None
+    if raw.lower() == "off":
+        return ()
+    try:
+        patterns = json.loads(raw)
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise ValueError
+        for pattern in patterns:
+            re.compile(pattern)
+    except (ValueError, re.error):
+        raise ConfigurationError(
+            "GATEWAY_SIDE_REQUEST_PATTERNS must be 'off' or a JSON list of regular expressions."
+        ) from None
+    return tuple(patterns)
+
+
 def _completion_tool(env: Mapping[str, str]) -> str | None:
     raw = env.get("GATEWAY_COMPLETION_TOOL")
     if raw is None:
@@ -65,6 +86,7 @@ class Settings:
     key_cache_seconds: float = 30.0
     record_usage: bool = True
     completion_tool: str | None = "attempt_completion"
+    side_request_patterns: tuple[str, ...] | None = None  # None: the built-in rules
     secret_id: str | None = None
     state_table: str | None = None
     state_path: str = ".gateway/state.sqlite3"
@@ -90,6 +112,7 @@ class Settings:
             key_cache_seconds=_float(env, "GATEWAY_KEY_CACHE_SECONDS", 30.0),
             record_usage=_bool(env, "GATEWAY_USAGE", default=True),
             completion_tool=_completion_tool(env),
+            side_request_patterns=_patterns(env),
             secret_id=env.get("GATEWAY_SECRET_ID") or None,
             state_table=env.get("GATEWAY_STATE_TABLE") or None,
             state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,6 +177,44 @@ def plan_turn(messages: Sequence[ChatCompletionMessageParam]) -> TurnInput:
             param="messages",
         )
     return TurnInput(tuple(results), tuple(replies + users))
+
+
+DEFAULT_SIDE_REQUEST_PATTERNS = (
+    r"Your task is to create a detailed summary of the conversation so far",  # Roo Code: context condensing
+    r"Generate an enhanced version of this prompt",  # Roo Code: prompt enhancement
+    r"^### Task:",  # Open WebUI: title, tags, follow-up suggestions
+)
+
+
+def is_side_request(request: ChatCompletionRequest, patterns: Sequence[re.Pattern[str]]) -> bool:
+    """A helper request of the client (condense a transcript, title a chat, ...), not a turn of the agent's work:
+    it offers no tools and its system prompt or last user message matches one of the patterns."""
+    if request.tools or not patterns:
+        return False
+    texts = [_message_text(m) for m in request.messages if m.role in ("system", "developer")]
+    users = [m for m in request.messages if m.role == "user"]
+    if users:
+        texts.append(_message_text(users[-1]))
+    return any(p.search(t) for p in patterns for t in texts)
+
+
+def _message_text(message: ChatCompletionMessageParam) -> str:
+    content = getattr(message, "content", None)
+    if isinstance(content, list):
+        return "\n".join(getattr(part, "text", "") or "" for part in content)
+    return content or ""
+
+
+def transcript(request: ChatCompletionRequest) -> str:
+    """The client's whole request as one text, for a side request answered in a temporary conversation."""
+    parts = []
+    for message in request.messages:
+        text = _message_text(message)
+        calls = getattr(message, "tool_calls", None) or ()
+        if calls:
+            text += "".join(f"\n(calls {c.function.name} {c.function.arguments})" for c in calls)
+        parts.append(f"[{message.role}]\n{text}")
+    return "\n\n".join(parts)
 
 
 def check_supported(request: ChatCompletionRequest) -> None:

@@ -443,3 +443,19 @@ def test_threads_are_letta_conversations(client: openai.OpenAI, make_agent: Call
     )
     final = client.chat.completions.create(model=agent["name"], messages=messages, tools=TOOLS, extra_headers=task)
     assert finish == "stop" and "THREAD-BODY" in final.choices[0].message.content  # the retry replays the answer
+
+
+def test_side_requests_leave_no_trace_in_the_agents_thread(
+    client: openai.OpenAI, make_agent: Callable[..., dict], stack: dict[str, Any]
+) -> None:
+    agent = make_agent()
+    client.chat.completions.create(model=agent["name"], messages=[user("SAY:first real turn")])
+    enhance = (
+        "Generate an enhanced version of this prompt (reply with only the enhanced prompt - no conversation, "
+        "explanations, lead-in, bullet points, placeholders, or surrounding quotes):\n\nSIDE-MARKER SAY:done"
+    )
+    side = client.chat.completions.create(model=agent["name"], messages=[user(enhance)])
+    assert side.choices[0].message.content
+    client.chat.completions.create(model=agent["name"], messages=[user("SAY:second real turn")])
+    seen_by_model = json.dumps(letta_dev.model_requests(stack)[-1]["messages"])
+    assert "first real turn" in seen_by_model and "SIDE-MARKER" not in seen_by_model

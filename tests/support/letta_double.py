@@ -62,6 +62,7 @@ class LettaDouble:
         self.runs: dict[str, dict[str, Any]] = {}
         self.run_reads = 0
         self.conversations: dict[str, Agent] = {}  # a thread of an agent: its own history and pending approval
+        self.deleted_conversations: list[str] = []
         self.stream_fault: str | None = None  # "malformed" | "truncated" | "reset", for the next stream
         self._lock = threading.Lock()
         self._counter = 0
@@ -73,6 +74,7 @@ class LettaDouble:
                 Route("/v1/agents/{agent_id}/messages/stream", self._messages_stream, methods=["POST"]),
                 Route("/v1/conversations/", self._create_conversation, methods=["POST"]),
                 Route("/v1/conversations/{conversation_id}", self._get_conversation, methods=["GET"]),
+                Route("/v1/conversations/{conversation_id}", self._delete_conversation, methods=["DELETE"]),
                 Route("/v1/conversations/{conversation_id}/messages", self._conversation_messages, methods=["POST"]),
                 Route("/v1/runs/", self._list_runs, methods=["GET"]),
                 Route("/v1/runs/{run_id}", self._get_run, methods=["GET"]),
@@ -94,6 +96,7 @@ class LettaDouble:
             self.runs.clear()
             self.run_reads = 0
             self.conversations.clear()
+            self.deleted_conversations.clear()
             self.stream_fault = None
 
     def add_agent(self, name: str, *, parallel: bool = False, agent_id: str | None = None) -> Agent:
@@ -157,6 +160,12 @@ class LettaDouble:
         if thread is None:
             return JSONResponse({"detail": "Conversation not found"}, status_code=404)
         return JSONResponse({"id": request.path_params["conversation_id"], "agent_id": thread.id})
+
+    async def _delete_conversation(self, request: Request) -> Response:
+        if self.conversations.pop(request.path_params["conversation_id"], None) is None:
+            return JSONResponse({"detail": "Conversation not found"}, status_code=404)
+        self.deleted_conversations.append(request.path_params["conversation_id"])
+        return JSONResponse({})
 
     async def _conversation_messages(self, request: Request) -> Response:
         body = await request.json()
