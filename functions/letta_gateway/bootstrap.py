@@ -34,6 +34,7 @@ def build_gateway(settings: Settings) -> Gateway:
         key_cache_seconds=settings.key_cache_seconds,
         record_usage=settings.record_usage,
         completion_tool=settings.completion_tool,
+        reasoning_alias=settings.reasoning_alias,
         **(
             {"side_request_patterns": settings.side_request_patterns}
             if settings.side_request_patterns is not None

@@ -154,7 +154,9 @@ class Gateway:
         record_usage: bool = True,
         completion_tool: str | None = "attempt_completion",
         side_request_patterns: Sequence[str] = DEFAULT_SIDE_REQUEST_PATTERNS,
+        reasoning_alias: bool = False,
     ) -> None:
+        self.reasoning_alias = reasoning_alias
         self.side_request_patterns = [re.compile(p, re.MULTILINE) for p in side_request_patterns]
         self.completion_tool_name = completion_tool
         self.keys: KeyStore | None = None
@@ -395,6 +397,7 @@ class Gateway:
             model=request.model,
             tool_names=tool_names(turn.tools),
             completion_tool=self._completion_tool(turn.tools),
+            reasoning_alias=self.reasoning_alias,
         )
         return completion
 
@@ -539,6 +542,7 @@ class Gateway:
                 model=request.model,
                 tool_names=tool_names(turn.tools),
                 completion_tool=self._completion_tool(turn.tools),
+                reasoning_alias=self.reasoning_alias,
             )
         except GatewayError:
             if claim is not None:
@@ -584,6 +588,7 @@ class Gateway:
             tool_names=tool_names(turn.tools),
             include_usage=include_usage,
             completion_tool=self._completion_tool(turn.tools),
+            reasoning_alias=self.reasoning_alias,
         )
         return self._relay(principal, agent, stream, translator, claim, deadline, turn)
 

@@ -87,6 +87,7 @@ class Settings:
     record_usage: bool = True
     completion_tool: str | None = "attempt_completion"
     side_request_patterns: tuple[str, ...] | None = None  # None: the built-in rules
+    reasoning_alias: bool = False
     secret_id: str | None = None
     state_table: str | None = None
     state_path: str = ".gateway/state.sqlite3"
@@ -113,6 +114,7 @@ class Settings:
             record_usage=_bool(env, "GATEWAY_USAGE", default=True),
             completion_tool=_completion_tool(env),
             side_request_patterns=_patterns(env),
+            reasoning_alias=_bool(env, "GATEWAY_REASONING_ALIAS"),
             secret_id=env.get("GATEWAY_SECRET_ID") or None,
             state_table=env.get("GATEWAY_STATE_TABLE") or None,
             state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",

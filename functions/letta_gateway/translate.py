@@ -392,6 +392,10 @@ def _pause_or_conflict(run_id: str | None, message_id: str | None, calls: list[P
     return Pause(run_id, message_id, tuple(calls))
 
 
+# Clients treat an empty assistant turn as an error; a turn with no text and no tool call says so instead.
+EMPTY_TURN_TEXT = "(The agent finished its turn without a reply.)"
+
+
 def completion_tool_call(tool: Mapping[str, Any], text: str) -> ChatCompletionMessageToolCall:
     """A text-only answer as a call to the client's completion tool (e.g. Roo Code's `attempt_completion`), with the
     text in the argument its schema asks for (`result` when it has one, else its first required string)."""
@@ -414,6 +418,7 @@ def completion_from_letta(
     model: str,
     tool_names: frozenset[str],
     completion_tool: Mapping[str, Any] | None = None,
+    reasoning_alias: bool = False,
 ) -> tuple[ChatCompletion, Pause | None]:
     """A Letta `LettaResponse` as one `ChatCompletion`; server-side tool activity is left out."""
     texts: list[str] = []
@@ -462,8 +467,10 @@ def completion_from_letta(
             reasoning_content=message.reasoning_content,
         )
         reason = "tool_calls"
-    if message.content is None and not message.tool_calls:
-        message.content = ""
+    if not message.content and not message.tool_calls:
+        message.content = EMPTY_TURN_TEXT
+    if reasoning_alias:
+        message.reasoning = message.reasoning_content
     completion = ChatCompletion(
         id=completion_id,
         created=created,
@@ -496,6 +503,7 @@ class StreamTranslator:
     tool_names: frozenset[str]
     include_usage: bool = False
     completion_tool: Mapping[str, Any] | None = None
+    reasoning_alias: bool = False
     run_id: str | None = None
     stop_reason: str | None = None
     usage: Mapping[str, Any] | None = None
@@ -537,7 +545,10 @@ class StreamTranslator:
             return []
         if kind == "reasoning_message":
             if event.get("reasoning"):
-                return [self.chunk(ChoiceDelta(reasoning_content=event["reasoning"]))]
+                text = event["reasoning"]
+                return [
+                    self.chunk(ChoiceDelta(reasoning_content=text, reasoning=text if self.reasoning_alias else None))
+                ]
             return []
         if kind == "approval_request_message":
             return self._approval(event)
@@ -591,8 +602,13 @@ class StreamTranslator:
             self._approval_run or self.run_id, self._approval_id, self._calls, self._other
         )
 
-    def closing(self, reason: FinishReason) -> list[ChatCompletionChunk]:
+    def closing(self, reason: FinishReason, *, answered: bool | None = None) -> list[ChatCompletionChunk]:
+        """The final chunks. `answered`: whether the turn had text or tool calls (derived from what was fed)."""
         chunks: list[ChatCompletionChunk] = []
+        if answered is None:
+            answered = bool(self._text or self._calls)
+        if reason in ("stop", "length") and not answered and self.completion_tool is None:
+            chunks.append(self.chunk(ChoiceDelta(content=EMPTY_TURN_TEXT)))
         if reason == "stop" and self.completion_tool is not None:
             # The text streamed already; the client also gets it as its completion tool's call.
             call = completion_tool_call(self.completion_tool, "".join(self._text))
@@ -646,7 +662,7 @@ def chunks_from_completion(completion: ChatCompletion, include_usage: bool) -> l
         ]
         chunks.append(translator.chunk(ChoiceDelta(tool_calls=deltas)))
     translator.usage = None
-    chunks.extend(translator.closing(choice.finish_reason))
+    chunks.extend(translator.closing(choice.finish_reason, answered=True))
     if include_usage and completion.usage is not None:
         chunks[-1].usage = completion.usage
     return chunks

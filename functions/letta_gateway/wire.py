@@ -185,11 +185,12 @@ class ChatCompletionMessage(BaseModel):
     refusal: str | None = None
     tool_calls: list[ChatCompletionMessageToolCall] | None = None
     reasoning_content: str | None = None
+    reasoning: str | None = None
 
     @model_serializer(mode="wrap")
     def _omit_empty_extensions(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
-        for key in ("tool_calls", "reasoning_content"):
+        for key in ("tool_calls", "reasoning_content", "reasoning"):
             if data.get(key) is None:
                 data.pop(key, None)
         return data
@@ -237,6 +238,7 @@ class ChoiceDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str = ""
     reasoning_content: str | None = None
+    reasoning: str | None = None
     tool_calls: list[ChoiceDeltaToolCall] | None = None
 
     @model_serializer(mode="wrap")

@@ -601,3 +601,35 @@ def test_otids_are_deterministic_per_logical_request() -> None:
     assert first == again and [m["otid"] for m in first] != [m["otid"] for m in other]
     assert len({m["otid"] for m in first}) == 2 and all(m["otid"].startswith("message-") for m in first)
     assert "otid" not in letta_messages(turn)[0]
+
+
+def test_an_empty_turn_is_never_sent_empty() -> None:
+    result, _ = completion([{"message_type": "tool_call_message", "tool_call": {"name": "memory_insert"}}], "end_turn")
+    assert result.choices[0].message.content == "(The agent finished its turn without a reply.)"
+    translator = StreamTranslator(completion_id="c", created=1, model="m", tool_names=frozenset())
+    translator.feed({"message_type": "stop_reason", "stop_reason": "end_turn"})
+    reason, _ = translator.outcome()
+    texts = [c.choices[0].delta.content for c in translator.closing(reason)]
+    assert texts == ["(The agent finished its turn without a reply.)", ""]
+
+
+def test_reasoning_alias() -> None:
+    result, _ = completion_from_letta(
+        {
+            "messages": [
+                {"message_type": "reasoning_message", "reasoning": "hmm"},
+                {"message_type": "assistant_message", "content": "ok"},
+            ],
+            "stop_reason": {"stop_reason": "end_turn"},
+        },
+        completion_id="c",
+        created=1,
+        model="m",
+        tool_names=frozenset(),
+        reasoning_alias=True,
+    )
+    message = result.model_dump()["choices"][0]["message"]
+    assert message["reasoning_content"] == message["reasoning"] == "hmm"
+    translator = StreamTranslator(completion_id="c", created=1, model="m", tool_names=frozenset(), reasoning_alias=True)
+    [chunk] = translator.feed({"message_type": "reasoning_message", "reasoning": "hmm"})
+    assert chunk.model_dump()["choices"][0]["delta"] == {"content": "", "reasoning_content": "hmm", "reasoning": "hmm"}
