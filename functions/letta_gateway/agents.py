@@ -296,6 +296,27 @@ class LettaAgents:
         except Exception as error:
             raise map_error(error) from None
 
+    async def write_block(self, agent_id: str, label: str, value: str, limit: int, description: str) -> None:
+        """Set the agent's memory block `label` to `value`, creating and attaching it the first time."""
+        try:
+            try:
+                await self.client.agents.blocks.with_raw_response.update(
+                    label, agent_id=agent_id, value=value, limit=limit
+                )
+                return
+            except Exception as error:
+                if not isinstance(map_error(error), (LettaNotFound, InvalidRequest)):
+                    raise
+            raw = await self.client.blocks.with_raw_response.create(
+                label=label, value=value, limit=limit, description=description
+            )
+            block_id = (await raw.json())["id"]
+            await self.client.agents.blocks.with_raw_response.attach(block_id, agent_id=agent_id)
+        except GatewayError:
+            raise
+        except Exception as error:
+            raise map_error(error) from None
+
     async def delete_conversation(self, conversation_id: str) -> None:
         try:
             await self.client.with_options(max_retries=2).conversations.with_raw_response.delete(conversation_id)

@@ -35,6 +35,7 @@ def build_gateway(settings: Settings) -> Gateway:
         record_usage=settings.record_usage,
         completion_tool=settings.completion_tool,
         reasoning_alias=settings.reasoning_alias,
+        system_prompt_block=settings.system_prompt_block,
         **(
             {"side_request_patterns": settings.side_request_patterns}
             if settings.side_request_patterns is not None

@@ -53,6 +53,7 @@ from .translate import (
     is_side_request,
     letta_messages,
     plan_turn,
+    system_prompt,
     tool_names,
     transcript,
     usage_from_letta,
@@ -60,6 +61,8 @@ from .translate import (
 from .wire import ChatCompletion, ChatCompletionRequest, CompletionUsage, Model, ModelList
 
 T = TypeVar("T")
+
+SYSTEM_PROMPT_BLOCK = "client_system_prompt"
 
 ABANDONED_REASON = (
     "The user did not run this tool and sent a new message instead. Do not wait for its result; continue with "
@@ -155,8 +158,12 @@ class Gateway:
         completion_tool: str | None = "attempt_completion",
         side_request_patterns: Sequence[str] = DEFAULT_SIDE_REQUEST_PATTERNS,
         reasoning_alias: bool = False,
+        system_prompt_block: int | None = None,
     ) -> None:
         self.reasoning_alias = reasoning_alias
+        # None: the client's system prompt is ignored; else kept (up to this many characters) in a memory block.
+        self.system_prompt_block = system_prompt_block
+        self._system_prompt_seen: dict[str, str] = {}
         self.side_request_patterns = [re.compile(p, re.MULTILINE) for p in side_request_patterns]
         self.completion_tool_name = completion_tool
         self.keys: KeyStore | None = None
@@ -296,6 +303,8 @@ class Gateway:
         tools = client_tools(request)
         agent = await self._resolve(request.model, principal)
         conversation = await self._conversation(principal, agent, thread)
+        if self.system_prompt_block:
+            await self._keep_system_prompt(agent, request)
         claim: PendingRecord | None = None
         order: list[str] | None = None
         if turn.is_resume:
@@ -337,6 +346,33 @@ class Gateway:
                 fingerprint=fingerprint,
             )
         return _Turn(agent, letta_messages(turn), tools, None, conversation)
+
+    async def _keep_system_prompt(self, agent: AgentInfo, request: ChatCompletionRequest) -> None:
+        """Keep the client's system prompt in the agent's memory block `client_system_prompt`, written only when it
+        changed (its hash is remembered in the state store, and in memory for this instance)."""
+        prompt = system_prompt(request)
+        if not prompt:
+            return
+        limit = int(self.system_prompt_block or 0)
+        if len(prompt) > limit:
+            prompt = prompt[: limit - 40] + "\n[... truncated by the gateway ...]"
+        digest = hashlib.sha256(prompt.encode()).hexdigest()
+        if self._system_prompt_seen.get(agent.id) == digest:
+            return
+        stored = await asyncio.to_thread(self.approvals.backend.get_item, f"sysprompt#{agent.id}", "block")
+        if stored is None or stored.get("sha256") != digest:
+            await self.agents.write_block(
+                agent.id,
+                SYSTEM_PROMPT_BLOCK,
+                prompt,
+                limit,
+                "The system prompt of the client application the user works in (its conventions and tools).",
+            )
+            await asyncio.to_thread(
+                self.approvals.backend.put_item, f"sysprompt#{agent.id}", "block", {"sha256": digest}
+            )
+            log.info("client system prompt written to memory", block=SYSTEM_PROMPT_BLOCK, chars=len(prompt))
+        self._system_prompt_seen[agent.id] = digest
 
     async def _conversation(self, principal: Principal, agent: AgentInfo, thread: ThreadRequest | None) -> str | None:
         """The Letta conversation (thread) this request belongs to; None = the agent's default thread."""

@@ -69,6 +69,15 @@ def _patterns(env: Mapping[str, str]) -> tuple[str, ...] | None:
     return tuple(patterns)
 
 
+def _system_prompt_policy(env: Mapping[str, str]) -> int | None:
+    policy = (env.get("GATEWAY_SYSTEM_PROMPT") or "ignore").strip().lower()
+    if policy == "ignore":
+        return None
+    if policy != "memory_block":
+        raise ConfigurationError(f"GATEWAY_SYSTEM_PROMPT must be 'ignore' or 'memory_block', got {policy!r}")
+    return _int(env, "GATEWAY_SYSTEM_PROMPT_MAX_CHARS", 20000, minimum=200)
+
+
 def _completion_tool(env: Mapping[str, str]) -> str | None:
     raw = env.get("GATEWAY_COMPLETION_TOOL")
     if raw is None:
@@ -88,6 +97,7 @@ class Settings:
     completion_tool: str | None = "attempt_completion"
     side_request_patterns: tuple[str, ...] | None = None  # None: the built-in rules
     reasoning_alias: bool = False
+    system_prompt_block: int | None = None
     secret_id: str | None = None
     state_table: str | None = None
     state_path: str = ".gateway/state.sqlite3"
@@ -115,6 +125,7 @@ class Settings:
             completion_tool=_completion_tool(env),
             side_request_patterns=_patterns(env),
             reasoning_alias=_bool(env, "GATEWAY_REASONING_ALIAS"),
+            system_prompt_block=_system_prompt_policy(env),
             secret_id=env.get("GATEWAY_SECRET_ID") or None,
             state_table=env.get("GATEWAY_STATE_TABLE") or None,
             state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",

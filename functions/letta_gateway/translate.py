@@ -205,6 +205,11 @@ def _message_text(message: ChatCompletionMessageParam) -> str:
     return content or ""
 
 
+def system_prompt(request: ChatCompletionRequest) -> str:
+    """The client's system (and developer) messages as one text."""
+    return "\n\n".join(_message_text(m) for m in request.messages if m.role in ("system", "developer")).strip()
+
+
 def transcript(request: ChatCompletionRequest) -> str:
     """The client's whole request as one text, for a side request answered in a temporary conversation."""
     parts = []

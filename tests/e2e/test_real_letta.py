@@ -459,3 +459,24 @@ def test_side_requests_leave_no_trace_in_the_agents_thread(
     client.chat.completions.create(model=agent["name"], messages=[user("SAY:second real turn")])
     seen_by_model = json.dumps(letta_dev.model_requests(stack)[-1]["messages"])
     assert "first real turn" in seen_by_model and "SIDE-MARKER" not in seen_by_model
+
+
+def test_system_prompt_memory_block_on_real_letta(stack: dict[str, Any], make_agent: Callable[..., dict]) -> None:
+    """The Letta calls behind GATEWAY_SYSTEM_PROMPT=memory_block: create + attach the first time, update after."""
+    import httpx
+
+    from letta_gateway.agents import LettaAgents
+    from letta_gateway.settings import Settings
+
+    agent = make_agent()
+    agents = LettaAgents(Settings(letta_base_url=stack["letta_base_url"], gateway_api_keys=("x",)))
+
+    async def write(value: str) -> None:
+        await agents.write_block(agent["id"], "client_system_prompt", value, 5000, "client system prompt")
+
+    asyncio.run(write("first version"))
+    asyncio.run(write("second version"))
+    block = httpx.get(
+        f"{stack['letta_base_url']}/v1/agents/{agent['id']}/core-memory/blocks/client_system_prompt", timeout=30
+    ).json()
+    assert block["value"] == "second version"

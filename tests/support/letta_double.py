@@ -40,6 +40,7 @@ class Agent:
     pending: dict[str, Any] | None = None  # the approval_request_message awaiting results
     then: list[tuple[str, str]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
+    blocks: dict[str, str] = field(default_factory=dict)
     last_returns: list[str] = field(default_factory=list)
 
 
@@ -63,6 +64,8 @@ class LettaDouble:
         self.run_reads = 0
         self.conversations: dict[str, Agent] = {}  # a thread of an agent: its own history and pending approval
         self.deleted_conversations: list[str] = []
+        self.blocks: dict[str, dict[str, Any]] = {}
+        self.block_writes = 0
         self.stream_fault: str | None = None  # "malformed" | "truncated" | "reset", for the next stream
         self._lock = threading.Lock()
         self._counter = 0
@@ -72,6 +75,11 @@ class LettaDouble:
                 Route("/v1/agents/{agent_id}", self._get_agent, methods=["GET"]),
                 Route("/v1/agents/{agent_id}/messages", self._messages, methods=["POST"]),
                 Route("/v1/agents/{agent_id}/messages/stream", self._messages_stream, methods=["POST"]),
+                Route("/v1/blocks/", self._create_block, methods=["POST"]),
+                Route(
+                    "/v1/agents/{agent_id}/core-memory/blocks/attach/{block_id}", self._attach_block, methods=["PATCH"]
+                ),
+                Route("/v1/agents/{agent_id}/core-memory/blocks/{label}", self._update_block, methods=["PATCH"]),
                 Route("/v1/conversations/", self._create_conversation, methods=["POST"]),
                 Route("/v1/conversations/{conversation_id}", self._get_conversation, methods=["GET"]),
                 Route("/v1/conversations/{conversation_id}", self._delete_conversation, methods=["DELETE"]),
@@ -97,6 +105,8 @@ class LettaDouble:
             self.run_reads = 0
             self.conversations.clear()
             self.deleted_conversations.clear()
+            self.blocks.clear()
+            self.block_writes = 0
             self.stream_fault = None
 
     def add_agent(self, name: str, *, parallel: bool = False, agent_id: str | None = None) -> Agent:
@@ -142,6 +152,35 @@ class LettaDouble:
         if request.query_params.get("order", "desc") == "desc":
             runs = runs[::-1]
         return JSONResponse([{k: v for k, v in r.items() if k != "messages"} for r in runs[:limit]])
+
+    async def _create_block(self, request: Request) -> Response:
+        body = await request.json()
+        block_id = _id("block")
+        self.blocks[block_id] = {
+            "id": block_id,
+            "label": body["label"],
+            "value": body["value"],
+            "limit": body.get("limit"),
+        }
+        self.block_writes += 1
+        return JSONResponse(self.blocks[block_id])
+
+    async def _attach_block(self, request: Request) -> Response:
+        agent = self.agents.get(request.path_params["agent_id"])
+        block = self.blocks.get(request.path_params["block_id"])
+        if agent is None or block is None:
+            return JSONResponse({"detail": "Not found"}, status_code=404)
+        agent.blocks[block["label"]] = block["value"]
+        return JSONResponse(self._agent_state(agent))
+
+    async def _update_block(self, request: Request) -> Response:
+        agent = self.agents.get(request.path_params["agent_id"])
+        label = request.path_params["label"]
+        if agent is None or label not in agent.blocks:
+            return JSONResponse({"detail": f"Block with label {label} not found"}, status_code=404)
+        agent.blocks[label] = (await request.json())["value"]
+        self.block_writes += 1
+        return JSONResponse({"label": label, "value": agent.blocks[label]})
 
     async def _create_conversation(self, request: Request) -> Response:
         agent = self.agents.get(request.query_params.get("agent_id", ""))
