@@ -205,12 +205,15 @@ def thread_request(headers: Any, stream: bool) -> ThreadRequest | None:
     requests carry the same id) mapped to a conversation the gateway creates on first use."""
     conversation = headers.get("x-letta-conversation-id") or None
     chat_key = headers.get("x-letta-chat-key") or (headers.get("x-openwebui-chat-id") if stream else None) or None
+    mode = (headers.get("x-letta-thread-mode") or "").strip().lower() or None
+    if mode not in (None, "agent", "auto"):
+        raise InvalidRequest("X-Letta-Thread-Mode must be 'agent' or 'auto'.", param="X-Letta-Thread-Mode")
     for name, value in (("X-Letta-Conversation-Id", conversation), ("X-Letta-Chat-Key", chat_key)):
         if value is not None and len(value) > 256:
             raise InvalidRequest(f"{name} must be at most 256 characters.", param=name)
-    if conversation is None and chat_key is None:
+    if conversation is None and chat_key is None and mode is None:
         return None
-    return ThreadRequest(conversation_id=conversation, chat_key=chat_key)
+    return ThreadRequest(conversation_id=conversation, chat_key=chat_key, mode=mode)
 
 
 class GatewayHolder:

@@ -36,6 +36,7 @@ def build_gateway(settings: Settings) -> Gateway:
         completion_tool=settings.completion_tool,
         reasoning_alias=settings.reasoning_alias,
         system_prompt_block=settings.system_prompt_block,
+        thread_mode=settings.thread_mode,
         **(
             {"side_request_patterns": settings.side_request_patterns}
             if settings.side_request_patterns is not None

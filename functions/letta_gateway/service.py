@@ -76,6 +76,7 @@ class ThreadRequest:
 
     conversation_id: str | None = None
     chat_key: str | None = None
+    mode: str | None = None  # "agent" | "auto"; None: the deployment's default
 
 
 def request_fingerprint(model: str, user_messages: Any, tools: Any) -> str:
@@ -159,7 +160,9 @@ class Gateway:
         side_request_patterns: Sequence[str] = DEFAULT_SIDE_REQUEST_PATTERNS,
         reasoning_alias: bool = False,
         system_prompt_block: int | None = None,
+        thread_mode: str = "agent",
     ) -> None:
+        self.thread_mode = thread_mode
         self.reasoning_alias = reasoning_alias
         # None: the client's system prompt is ignored; else kept (up to this many characters) in a memory block.
         self.system_prompt_block = system_prompt_block
@@ -302,7 +305,10 @@ class Gateway:
         turn = plan_turn(request.messages)
         tools = client_tools(request)
         agent = await self._resolve(request.model, principal)
-        conversation = await self._conversation(principal, agent, thread)
+        conversation = await self._conversation(principal, agent, thread, request.messages)
+        auto = (thread.mode if thread and thread.mode else self.thread_mode) == "auto" and not (
+            thread and (thread.conversation_id or thread.chat_key)
+        )
         if self.system_prompt_block:
             await self._keep_system_prompt(agent, request)
         claim: PendingRecord | None = None
@@ -318,23 +324,23 @@ class Gateway:
                 )
             except AlreadyAnswered as answered:
                 log.info("tool results already answered: replaying", run_id=answered.run_id)
-                return _Turn(agent, [], tools, None, conversation, replay_run=answered.run_id)
+                return _Turn(agent, [], tools, None, conversation, replay_run=answered.run_id, auto=auto)
             except StaleResume as stale:
                 recovered = await self._recover(stale.record, agent)
                 if isinstance(recovered, str):
-                    return _Turn(agent, [], tools, None, conversation, replay_run=recovered)
+                    return _Turn(agent, [], tools, None, conversation, replay_run=recovered, auto=auto)
                 claim = recovered
             order = [c.id for c in claim.tool_calls]
             log.bind(resume_of=claim.run_id)
             # The same tool results always carry the same otids, so Letta can recognise a retry as well.
             seed = f"resume:{agent.id}:{claim.ids_key}"
-            return _Turn(agent, letta_messages(turn, order, otid_seed=seed), tools, claim, conversation)
+            return _Turn(agent, letta_messages(turn, order, otid_seed=seed), tools, claim, conversation, auto=auto)
         if idempotency_key:
             fingerprint = request_fingerprint(request.model, turn.user_messages, tools)
             begun = await asyncio.to_thread(self.idempotency.begin, principal.key_id, idempotency_key, fingerprint)
             if isinstance(begun, Answered):
                 log.info("idempotent request already answered: replaying", run_id=begun.run_id)
-                return _Turn(agent, [], tools, None, conversation, replay_run=begun.run_id)
+                return _Turn(agent, [], tools, None, conversation, replay_run=begun.run_id, auto=auto)
             seed = f"idem:{principal.key_id}:{idempotency_key}"
             return _Turn(
                 agent,
@@ -344,8 +350,9 @@ class Gateway:
                 conversation,
                 idem=begun,
                 fingerprint=fingerprint,
+                auto=auto,
             )
-        return _Turn(agent, letta_messages(turn), tools, None, conversation)
+        return _Turn(agent, letta_messages(turn), tools, None, conversation, auto=auto)
 
     async def _keep_system_prompt(self, agent: AgentInfo, request: ChatCompletionRequest) -> None:
         """Keep the client's system prompt in the agent's memory block `client_system_prompt`, written only when it
@@ -374,10 +381,11 @@ class Gateway:
             log.info("client system prompt written to memory", block=SYSTEM_PROMPT_BLOCK, chars=len(prompt))
         self._system_prompt_seen[agent.id] = digest
 
-    async def _conversation(self, principal: Principal, agent: AgentInfo, thread: ThreadRequest | None) -> str | None:
+    async def _conversation(
+        self, principal: Principal, agent: AgentInfo, thread: ThreadRequest | None, request_messages: Sequence[Any]
+    ) -> str | None:
         """The Letta conversation (thread) this request belongs to; None = the agent's default thread."""
-        if thread is None:
-            return None
+        thread = thread or ThreadRequest()
         if thread.conversation_id:
             if await self.agents.conversation_agent(thread.conversation_id) != agent.id:
                 raise NotFound(
@@ -387,21 +395,54 @@ class Gateway:
                 )
             return thread.conversation_id
         if thread.chat_key:
-            key = hashlib.sha256(thread.chat_key.encode()).hexdigest()
-            pk = f"chat#{principal.key_id}#{agent.id}"
-            known = await asyncio.to_thread(self.approvals.backend.get_item, pk, key)
-            if known is not None:
-                return str(known["conversation_id"])
-            created = await self.agents.create_conversation(agent.id, summary=f"chat {key[:12]}")
-            stored = await asyncio.to_thread(
-                self.approvals.backend.put_item, pk, key, {"conversation_id": created}, only_if_absent=True
-            )
-            if not stored:  # another request of the same chat created one first: use that one
-                known = await asyncio.to_thread(self.approvals.backend.get_item, pk, key)
-                return str(known["conversation_id"]) if known else created
-            log.info("created a conversation for a chat", conversation_id=created)
-            return created
+            return await self._chat_conversation(principal, agent, thread.chat_key)
+        if (thread.mode or self.thread_mode) == "auto":
+            return await self._auto_conversation(principal, agent, request_messages)
         return None
+
+    async def _auto_conversation(self, principal: Principal, agent: AgentInfo, messages: Sequence[Any]) -> str | None:
+        """Auto threads: a new chat (no assistant message yet) gets a new conversation; a later request of that chat
+        is recognised by the tool call ids the gateway gave it, never by its text (two chats with the same words
+        stay apart). A chat whose answers carried no tool call stays on the agent's default thread."""
+        assistants = [m for m in messages if m.role == "assistant"]
+        if not assistants:
+            created = await self.agents.create_conversation(agent.id, summary="chat (auto)")
+            log.info("new chat: created a conversation", conversation_id=created)
+            return created
+        for message in reversed(assistants):
+            for call in message.tool_calls or ():
+                known = await asyncio.to_thread(
+                    self.approvals.backend.get_item, f"issued#{principal.key_id}#{agent.id}", call.id
+                )
+                if known is not None:
+                    return str(known["conversation_id"])
+        return None
+
+    async def _remember_issued(self, principal: Principal, turn: _Turn, call_ids: Sequence[str]) -> None:
+        """In auto mode, remember which conversation a tool call id the client received belongs to."""
+        if turn.auto and turn.conversation_id and call_ids:
+            await asyncio.to_thread(
+                self.approvals.backend.put_item,
+                f"issued#{principal.key_id}#{turn.agent.id}",
+                call_ids[0],
+                {"conversation_id": turn.conversation_id},
+            )
+
+    async def _chat_conversation(self, principal: Principal, agent: AgentInfo, chat_key: str) -> str:
+        key = hashlib.sha256(chat_key.encode()).hexdigest()
+        pk = f"chat#{principal.key_id}#{agent.id}"
+        known = await asyncio.to_thread(self.approvals.backend.get_item, pk, key)
+        if known is not None:
+            return str(known["conversation_id"])
+        created = await self.agents.create_conversation(agent.id, summary=f"chat {key[:12]}")
+        stored = await asyncio.to_thread(
+            self.approvals.backend.put_item, pk, key, {"conversation_id": created}, only_if_absent=True
+        )
+        if not stored:  # another request of the same chat created one first: use that one
+            known = await asyncio.to_thread(self.approvals.backend.get_item, pk, key)
+            return str(known["conversation_id"]) if known else created
+        log.info("created a conversation for a chat", conversation_id=created)
+        return created
 
     async def _recover(self, record: PendingRecord, agent: AgentInfo) -> PendingRecord | str:
         """A request claimed these tool results and died before finishing. Letta knows whether they arrived: if the
@@ -589,6 +630,7 @@ class Gateway:
         elif claim is not None:
             await asyncio.to_thread(self.approvals.complete, claim, run_id)
         _count_turn(claim, pause, completion.usage)
+        await self._remember_issued(principal, turn, [c.id for c in completion.choices[0].message.tool_calls or ()])
         return completion
 
     async def open_stream(
@@ -660,7 +702,9 @@ class Gateway:
             if pause is not None:
                 await self._save_pause(principal, turn, pause, translator.run_id)
             _count_turn(claim, pause, usage_from_letta(translator.usage))
-            for chunk in translator.closing(reason):
+            closing = translator.closing(reason)
+            await self._remember_issued(principal, turn, translator.issued_call_ids())
+            for chunk in closing:
                 yield sse.event(chunk)
             yield sse.DONE
         except GatewayError as error:
@@ -705,6 +749,7 @@ class _Turn:
     replay_run: str | None = None
     idem: Started | None = None
     fingerprint: str = ""
+    auto: bool = False
 
 
 def _first_run_id(response: dict[str, Any]) -> str | None:

@@ -98,6 +98,7 @@ class Settings:
     side_request_patterns: tuple[str, ...] | None = None  # None: the built-in rules
     reasoning_alias: bool = False
     system_prompt_block: int | None = None
+    thread_mode: str = "agent"
     secret_id: str | None = None
     state_table: str | None = None
     state_path: str = ".gateway/state.sqlite3"
@@ -126,6 +127,7 @@ class Settings:
             side_request_patterns=_patterns(env),
             reasoning_alias=_bool(env, "GATEWAY_REASONING_ALIAS"),
             system_prompt_block=_system_prompt_policy(env),
+            thread_mode=(env.get("GATEWAY_THREADS") or "agent").strip().lower(),
             secret_id=env.get("GATEWAY_SECRET_ID") or None,
             state_table=env.get("GATEWAY_STATE_TABLE") or None,
             state_path=env.get("GATEWAY_STATE_PATH") or ".gateway/state.sqlite3",
@@ -153,6 +155,8 @@ class Settings:
             )
         if self.key_secret is not None and len(self.key_secret) < 16:
             raise ConfigurationError("GATEWAY_KEY_SECRET must be at least 16 characters.")
+        if self.thread_mode not in ("agent", "auto"):
+            raise ConfigurationError(f"GATEWAY_THREADS must be 'agent' or 'auto', got {self.thread_mode!r}")
         if self.key_cache_seconds > 60:
             raise ConfigurationError("GATEWAY_KEY_CACHE_SECONDS must be at most 60 (revocation delay).")
         if self.letta_base_url == LETTA_CLOUD_URL and not self.letta_api_key and not self.secret_id:

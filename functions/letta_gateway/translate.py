@@ -510,6 +510,7 @@ class StreamTranslator:
     completion_tool: Mapping[str, Any] | None = None
     reasoning_alias: bool = False
     run_id: str | None = None
+    synthetic_call_id: str | None = None
     stop_reason: str | None = None
     usage: Mapping[str, Any] | None = None
     _indexes: dict[str, int] = field(default_factory=dict)
@@ -598,6 +599,10 @@ class StreamTranslator:
                 deltas.append(ChoiceDeltaToolCall(index=index, function=ChoiceDeltaToolCallFunction(arguments=args)))
         return [self.chunk(ChoiceDelta(tool_calls=deltas))] if deltas else []
 
+    def issued_call_ids(self) -> list[str]:
+        """The tool call ids this answer gave the client."""
+        return [c.id for c in self._calls] + ([self.synthetic_call_id] if self.synthetic_call_id else [])
+
     def outcome(self) -> tuple[FinishReason, Pause | None]:
         """How the turn ended; call once Letta's stream is over."""
         reason = finish_reason(self.stop_reason)
@@ -617,6 +622,7 @@ class StreamTranslator:
         if reason == "stop" and self.completion_tool is not None:
             # The text streamed already; the client also gets it as its completion tool's call.
             call = completion_tool_call(self.completion_tool, "".join(self._text))
+            self.synthetic_call_id = call.id
             delta = ChoiceDeltaToolCall(
                 index=0,
                 id=call.id,

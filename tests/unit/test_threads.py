@@ -83,3 +83,59 @@ def test_open_webui_chat_id_counts_for_streamed_requests_only(client: openai.Ope
         messages=[{"role": "user", "content": "SAY:a title"}],
     )  # title generation
     assert [c for c, _ in posts(letta)] == [next(iter(letta.conversations)), None]
+
+
+COMPLETION = {
+    "type": "function",
+    "function": {
+        "name": "attempt_completion",
+        "parameters": {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"]},
+    },
+}
+
+
+def test_auto_threads_give_each_new_chat_its_own_conversation(client: openai.OpenAI, letta: LettaDouble) -> None:
+    """Two chats with the same words: each gets its conversation, and each follow-up finds its own again by the
+    tool call ids the gateway issued in it."""
+    letta.add_agent("coder")
+    tools = [*TOOLS, COMPLETION]
+    auto = {"X-Letta-Thread-Mode": "auto"}
+
+    def turn(messages: list[dict]):
+        return client.chat.completions.create(model="coder", messages=messages, tools=tools, extra_headers=auto)
+
+    first = [{"role": "user", "content": "CALL:read_file {}"}]
+    chat_a, chat_b = turn(first), turn(first)
+    conversations = [r["conversation_id"] for r in letta.requests]
+    assert len(set(conversations)) == 2 and None not in conversations
+    for reply, expected in ((chat_a, conversations[0]), (chat_b, conversations[1])):
+        call = reply.choices[0].message.tool_calls[0]
+        follow = [
+            *first,
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "R"},
+        ]
+        answer = turn(follow)  # resumes in the chat's conversation, answered as attempt_completion
+        assert letta.requests[-1]["conversation_id"] == expected
+        completion = answer.choices[0].message.tool_calls[0]
+        assert completion.function.name == "attempt_completion"
+        feedback = [
+            *follow,
+            answer.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": completion.id, "content": "SAY:thanks"},
+        ]
+        turn(feedback)  # the completion's feedback finds the conversation by the synthetic call's id
+        assert letta.requests[-1]["conversation_id"] == expected
+    assert len(letta.conversations) == 2
+
+
+def test_agent_mode_is_the_default(client: openai.OpenAI, letta: LettaDouble) -> None:
+    letta.add_agent("coder")
+    client.chat.completions.create(model="coder", messages=[{"role": "user", "content": "SAY:x"}])
+    assert [r["conversation_id"] for r in letta.requests] == [None] and letta.conversations == {}
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model="coder",
+            messages=[{"role": "user", "content": "x"}],
+            extra_headers={"X-Letta-Thread-Mode": "sometimes"},
+        )
