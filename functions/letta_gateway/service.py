@@ -467,7 +467,13 @@ class Gateway:
         """The answer Letta gave to these tool results the first time, read back from its run."""
         assert turn.replay_run is not None
         response = await self.agents.run_response(turn.replay_run)
-        completion, _ = completion_from_letta(
+        completion, _ = self._translate(response, request, turn)
+        return completion
+
+    def _translate(
+        self, response: dict[str, Any], request: ChatCompletionRequest, turn: _Turn
+    ) -> tuple[ChatCompletion, Pause | None]:
+        return completion_from_letta(
             response,
             completion_id=completion_id(),
             created=int(time.time()),
@@ -476,7 +482,6 @@ class Gateway:
             completion_tool=self._completion_tool(turn.tools),
             reasoning_alias=self.reasoning_alias,
         )
-        return completion
 
     async def _call_letta(
         self,
@@ -612,15 +617,7 @@ class Gateway:
         if turn.idem is not None:
             await asyncio.to_thread(self.idempotency.finish, turn.idem, turn.fingerprint, run_id)
         try:
-            completion, pause = completion_from_letta(
-                response,
-                completion_id=completion_id(),
-                created=int(time.time()),
-                model=request.model,
-                tool_names=tool_names(turn.tools),
-                completion_tool=self._completion_tool(turn.tools),
-                reasoning_alias=self.reasoning_alias,
-            )
+            completion, pause = self._translate(response, request, turn)
         except GatewayError:
             if claim is not None:
                 await asyncio.to_thread(self.approvals.complete, claim, run_id)

@@ -2,34 +2,24 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
 
-import httpx
 import openai
 import pytest
 
 from letta_gateway.agents import AgentInfo
 from letta_gateway.store.base import thread_key
 from tests.conftest import ALICE, make_gateway
+from tests.support import sse
 from tests.support.letta_double import LettaDouble
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object", "properties": {}}}}]
 
 
 def sse_payloads(url: str, body: dict) -> list[dict]:
-    with httpx.stream(
-        "POST",
-        f"{url}/v1/chat/completions",
-        json={**body, "stream": True},
-        headers={"Authorization": f"Bearer {ALICE}"},
-        timeout=30,
-    ) as response:
-        assert response.status_code == 200
-        lines = [line for line in response.iter_lines() if line.startswith("data: {")]
-    return [json.loads(line[6:]) for line in lines]
+    return sse.payloads(sse.stream_lines(url, body, ALICE, timeout=30))
 
 
 @pytest.mark.parametrize(
