@@ -21,7 +21,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 from letta_gateway.agents import LettaAgents  # noqa: E402
 from letta_gateway.app import create_app  # noqa: E402
 from letta_gateway.credentials import Credentials, StaticCredentials  # noqa: E402
-from letta_gateway.service import Gateway  # noqa: E402
+from letta_gateway.service import Gateway, Options  # noqa: E402
 from letta_gateway.settings import Settings  # noqa: E402
 from letta_gateway.store import PendingApprovals, PendingBackend  # noqa: E402
 from letta_gateway.store.dynamodb import DynamoDBBackend  # noqa: E402
@@ -140,13 +140,8 @@ def make_gateway(letta_url: str, backend: PendingBackend, **overrides: object) -
     key_secret = overrides.pop("key_secret", None)
     credentials = StaticCredentials(Credentials(LETTA_KEY, (ALICE, BOB), key_secret))  # type: ignore[arg-type]
     keepalive = float(overrides.pop("keepalive", 10.0))  # type: ignore[arg-type]
-    return Gateway(
-        LettaAgents(settings),
-        PendingApprovals(backend),
-        credentials,
-        keepalive_seconds=keepalive,
-        key_cache_seconds=float(overrides.pop("key_cache", 30.0)),  # type: ignore[arg-type]
-    )
+    options = Options(keepalive_seconds=keepalive, key_cache_seconds=float(overrides.pop("key_cache", 30.0)))  # type: ignore[arg-type]
+    return Gateway(LettaAgents(settings), PendingApprovals(backend), credentials, options=options)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from . import observability as log
 from .agents import LettaAgents
 from .app import create_app
 from .credentials import credential_source
-from .service import Gateway
+from .service import Gateway, Options
 from .settings import Settings
 from .store import PendingApprovals, PendingBackend
 
@@ -26,22 +26,7 @@ def build_backend(settings: Settings) -> PendingBackend:
 def build_gateway(settings: Settings) -> Gateway:
     approvals = PendingApprovals(build_backend(settings), ttl_seconds=settings.pending_ttl_seconds)
     return Gateway(
-        LettaAgents(settings),
-        approvals,
-        credential_source(settings),
-        keepalive_seconds=settings.keepalive_seconds,
-        deny_unknown_approvals=settings.deny_unknown_approvals,
-        key_cache_seconds=settings.key_cache_seconds,
-        record_usage=settings.record_usage,
-        completion_tool=settings.completion_tool,
-        reasoning_alias=settings.reasoning_alias,
-        system_prompt_block=settings.system_prompt_block,
-        thread_mode=settings.thread_mode,
-        **(
-            {"side_request_patterns": settings.side_request_patterns}
-            if settings.side_request_patterns is not None
-            else {}
-        ),
+        LettaAgents(settings), approvals, credential_source(settings), options=Options.from_settings(settings)
     )
 
 

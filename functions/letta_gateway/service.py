@@ -30,6 +30,7 @@ from .errors import (
     UpstreamError,
     UpstreamTimeout,
 )
+from .settings import Settings
 from .store import (
     AlreadyAnswered,
     PendingApprovals,
@@ -143,6 +144,40 @@ async def paced(
                 await next_event
 
 
+@dataclass(frozen=True)
+class Options:
+    """How the gateway behaves; read from the settings once (`Options.from_settings`)."""
+
+    keepalive_seconds: float = 10.0
+    deny_unknown_approvals: bool = False
+    key_cache_seconds: float = 30.0
+    record_usage: bool = True
+    completion_tool: str | None = "attempt_completion"
+    side_request_patterns: tuple[str, ...] = DEFAULT_SIDE_REQUEST_PATTERNS
+    reasoning_alias: bool = False
+    # None: the client's system prompt is ignored; else kept (up to this many characters) in a memory block.
+    system_prompt_block: int | None = None
+    thread_mode: str = "agent"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Options:
+        return cls(
+            keepalive_seconds=settings.keepalive_seconds,
+            deny_unknown_approvals=settings.deny_unknown_approvals,
+            key_cache_seconds=settings.key_cache_seconds,
+            record_usage=settings.record_usage,
+            completion_tool=settings.completion_tool,
+            side_request_patterns=(
+                settings.side_request_patterns
+                if settings.side_request_patterns is not None
+                else DEFAULT_SIDE_REQUEST_PATTERNS
+            ),
+            reasoning_alias=settings.reasoning_alias,
+            system_prompt_block=settings.system_prompt_block,
+            thread_mode=settings.thread_mode,
+        )
+
+
 class Gateway:
     def __init__(
         self,
@@ -151,42 +186,34 @@ class Gateway:
         credentials: CredentialSource,
         keyring: KeyRing | None = None,
         *,
-        keepalive_seconds: float = 10.0,
-        deny_unknown_approvals: bool = False,
+        options: Options | None = None,
         idempotency: Idempotency | None = None,
-        key_cache_seconds: float = 30.0,
-        record_usage: bool = True,
-        completion_tool: str | None = "attempt_completion",
-        side_request_patterns: Sequence[str] = DEFAULT_SIDE_REQUEST_PATTERNS,
-        reasoning_alias: bool = False,
-        system_prompt_block: int | None = None,
-        thread_mode: str = "agent",
     ) -> None:
-        self.thread_mode = thread_mode
-        self.reasoning_alias = reasoning_alias
-        # None: the client's system prompt is ignored; else kept (up to this many characters) in a memory block.
-        self.system_prompt_block = system_prompt_block
-        self._system_prompt_seen: dict[str, str] = {}
-        self.side_request_patterns = [re.compile(p, re.MULTILINE) for p in side_request_patterns]
-        self.completion_tool_name = completion_tool
-        self.keys: KeyStore | None = None
-        self.key_cache_seconds = key_cache_seconds
-        self.record_usage = record_usage
-        self._key_cache: dict[str, tuple[float, ManagedKey | None]] = {}
-        self.idempotency = idempotency or Idempotency(approvals.backend, ttl_seconds=approvals.ttl_seconds)
-        self.keepalive_seconds = keepalive_seconds
-        self.deny_unknown_approvals = deny_unknown_approvals
         self.agents = agents
         self.approvals = approvals
         self.credentials = credentials
         self.keyring = keyring or KeyRing()
+        self.idempotency = idempotency or Idempotency(approvals.backend, ttl_seconds=approvals.ttl_seconds)
+        self.options = options or Options()
+        self.keys: KeyStore | None = None
+        self._key_cache: dict[str, tuple[float, ManagedKey | None]] = {}
+        self._system_prompt_seen: dict[str, str] = {}
         self._credentials_seen: object = None
+
+    @property
+    def options(self) -> Options:
+        return self._options
+
+    @options.setter
+    def options(self, options: Options) -> None:
+        self._options = options
+        self._side_request_patterns = [re.compile(p, re.MULTILINE) for p in options.side_request_patterns]
 
     def _completion_tool(self, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The request's completion tool: clients such as Roo Code need a tool call in every turn."""
-        if not self.completion_tool_name:
+        if not self.options.completion_tool:
             return None
-        return next((t for t in tools if t["name"] == self.completion_tool_name), None)
+        return next((t for t in tools if t["name"] == self.options.completion_tool), None)
 
     # ------------------------------------------------------------------------------------------------ auth
 
@@ -218,7 +245,7 @@ class Gateway:
             key = await asyncio.to_thread(self.keys.lookup, token)
             if len(self._key_cache) > 10_000:
                 self._key_cache.clear()
-            self._key_cache[digest] = (now + self.key_cache_seconds, key)
+            self._key_cache[digest] = (now + self.options.key_cache_seconds, key)
         if key is None:
             raise AuthenticationFailed("Incorrect API key provided.")
         if not key.usable(time.time()):
@@ -262,7 +289,7 @@ class Gateway:
             return
         if slot:
             await asyncio.to_thread(self.keys.leave, principal.key_id)
-        if self.record_usage:
+        if self.options.record_usage:
             await asyncio.to_thread(self.keys.record_usage, principal.key_id, usage)
 
     # ---------------------------------------------------------------------------------------------- models
@@ -306,10 +333,10 @@ class Gateway:
         tools = client_tools(request)
         agent = await self._resolve(request.model, principal)
         conversation = await self._conversation(principal, agent, thread, request.messages)
-        auto = (thread.mode if thread and thread.mode else self.thread_mode) == "auto" and not (
+        auto = (thread.mode if thread and thread.mode else self.options.thread_mode) == "auto" and not (
             thread and (thread.conversation_id or thread.chat_key)
         )
-        if self.system_prompt_block:
+        if self.options.system_prompt_block:
             await self._keep_system_prompt(agent, request)
         claim: PendingRecord | None = None
         order: list[str] | None = None
@@ -360,7 +387,7 @@ class Gateway:
         prompt = system_prompt(request)
         if not prompt:
             return
-        limit = int(self.system_prompt_block or 0)
+        limit = int(self.options.system_prompt_block or 0)
         if len(prompt) > limit:
             prompt = prompt[: limit - 40] + "\n[... truncated by the gateway ...]"
         digest = hashlib.sha256(prompt.encode()).hexdigest()
@@ -396,7 +423,7 @@ class Gateway:
             return thread.conversation_id
         if thread.chat_key:
             return await self._chat_conversation(principal, agent, thread.chat_key)
-        if (thread.mode or self.thread_mode) == "auto":
+        if (thread.mode or self.options.thread_mode) == "auto":
             return await self._auto_conversation(principal, agent, request_messages)
         return None
 
@@ -480,7 +507,7 @@ class Gateway:
             model=request.model,
             tool_names=tool_names(turn.tools),
             completion_tool=self._completion_tool(turn.tools),
-            reasoning_alias=self.reasoning_alias,
+            reasoning_alias=self.options.reasoning_alias,
         )
 
     async def _call_letta(
@@ -521,7 +548,7 @@ class Gateway:
         record = await asyncio.to_thread(self.approvals.abandon, principal.key_id, agent.id, conversation_id)
         if record is not None:
             ids = [c.id for c in record.tool_calls]
-        elif self.deny_unknown_approvals:
+        elif self.options.deny_unknown_approvals:
             ids = await self.agents.pending_tool_call_ids(agent.id, conversation_id)
         else:
             ids = []
@@ -600,7 +627,7 @@ class Gateway:
         idempotency_key: str | None = None,
         thread: ThreadRequest | None = None,
     ) -> ChatCompletion:
-        if is_side_request(request, self.side_request_patterns):
+        if is_side_request(request, self._side_request_patterns):
             return await self._side_request(principal, request)
         turn = await self._prepare(principal, request, idempotency_key, thread)
         if turn.replay_run is not None:
@@ -640,7 +667,7 @@ class Gateway:
     ) -> AsyncIterator[bytes]:
         """Start the turn; failures before Letta streams anything raise here and get a proper HTTP status."""
         include_usage = bool(request.stream_options and request.stream_options.include_usage)
-        if is_side_request(request, self.side_request_patterns):
+        if is_side_request(request, self._side_request_patterns):
             completion = await self._side_request(principal, request)
             return _replay_stream(chunks_from_completion(completion, include_usage))
         turn = await self._prepare(principal, request, idempotency_key, thread)
@@ -663,7 +690,7 @@ class Gateway:
             tool_names=tool_names(turn.tools),
             include_usage=include_usage,
             completion_tool=self._completion_tool(turn.tools),
-            reasoning_alias=self.reasoning_alias,
+            reasoning_alias=self.options.reasoning_alias,
         )
         return self._relay(principal, agent, stream, translator, claim, deadline, turn)
 
@@ -680,7 +707,7 @@ class Gateway:
         accepted = claim is None and turn.idem is None
         try:
             yield sse.event(translator.opening())
-            async for event in paced(stream.events(), self.keepalive_seconds, deadline):
+            async for event in paced(stream.events(), self.options.keepalive_seconds, deadline):
                 if event is None:
                     yield sse.KEEPALIVE
                     continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def test_without_the_completion_tool_or_switched_off_text_stays_text(
     )
     assert reply.choices[0].message.content == "plain" and reply.choices[0].finish_reason == "stop"
     gateway = make_gateway(letta_url, backend_factory())
-    gateway.completion_tool_name = None
+    gateway.options = replace(gateway.options, completion_tool=None)
     with openai.OpenAI(base_url=f"{serve(gateway)}/v1", api_key=ALICE, max_retries=0) as off:
         reply = roo(off, [{"role": "user", "content": "SAY:plain too"}])
     assert reply.choices[0].message.content == "plain too" and reply.choices[0].finish_reason == "stop"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import openai
 import pytest
@@ -16,7 +17,7 @@ from tests.support.letta_double import LettaDouble
 def keeping(serve: Callable[..., str], letta_url: str, backend_factory) -> Callable[[int], str]:
     def start(limit: int = 20000) -> str:
         gateway = make_gateway(letta_url, backend_factory())
-        gateway.system_prompt_block = limit
+        gateway.options = replace(gateway.options, system_prompt_block=limit)
         return serve(gateway)
 
     return start
