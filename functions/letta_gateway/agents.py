@@ -178,6 +178,7 @@ class LettaAgents:
         self._clock = clock
         self._directory: tuple[float, list[AgentInfo]] | None = None
         self._resolved: dict[str, tuple[float, AgentInfo]] = {}
+        self._inflight: dict[str, asyncio.Task[AgentInfo]] = {}
         self._conversations: dict[str, str] = {}
 
     def set_api_key(self, api_key: str | None) -> None:
@@ -241,16 +242,28 @@ class LettaAgents:
         return agents
 
     async def resolve(self, model: str) -> AgentInfo:
-        """An agent by id or by unique name, cached briefly."""
+        """An agent by id or by unique name, cached briefly. Concurrent misses for one model share one lookup (a
+        fresh instance under load, or each expiry, would otherwise send Letta one lookup per waiting request)."""
         now = self._clock()
         hit = self._resolved.get(model)
         if hit is not None and hit[0] > now:
             return hit[1]
-        agent = await self._lookup(model)
+        loop = asyncio.get_running_loop()
+        task = self._inflight.get(model)
+        if task is None or task.get_loop() is not loop:
+            task = self._inflight[model] = loop.create_task(self._lookup(model))
+            task.add_done_callback(lambda done: self._settled(model, done))
+        agent = await asyncio.shield(task)
         if len(self._resolved) > 4096:
             self._resolved.clear()
         self._resolved[model] = (now + self.settings.model_cache_seconds, agent)
         return agent
+
+    def _settled(self, model: str, task: asyncio.Task[AgentInfo]) -> None:
+        if self._inflight.get(model) is task:
+            del self._inflight[model]
+        if not task.cancelled():
+            task.exception()  # observed: a waiter that was cancelled must not leave it unretrieved
 
     def forget(self, model: str) -> None:
         """Drop cached resolutions after Letta reported the agent missing."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -451,7 +452,7 @@ def test_unknown_approvals_are_denied_when_switched_on(
     with openai.OpenAI(base_url=f"{other}/v1", api_key=BOB, max_retries=0) as bob:
         paused = bob.chat.completions.create(model="coder", messages=[user('CALL:read_file {"p": 1}')], tools=TOOLS)
     gateway = make_gateway(letta_url, backend_factory())
-    gateway.deny_unknown_approvals = True
+    gateway.options = replace(gateway.options, deny_unknown_approvals=True)
     url = serve(gateway)
     with openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0) as alice:
         reply = alice.chat.completions.create(model="coder", messages=[user("SAY:moving on")], tools=TOOLS)
@@ -548,3 +549,17 @@ def test_stream_errors_before_the_first_byte_get_a_status(client: openai.OpenAI,
     letta.fail_next(500, {"detail": "boom"})
     with pytest.raises(openai.InternalServerError):
         collect(client.chat.completions.create(model="coder", messages=[user("hi")], stream=True))
+
+
+def test_concurrent_first_requests_share_one_agent_lookup(gateway_url: str, letta: LettaDouble) -> None:
+    letta.add_agent("coder")
+
+    async def main() -> list[str]:
+        async with openai.AsyncOpenAI(base_url=f"{gateway_url}/v1", api_key=ALICE, max_retries=0) as c:
+            replies = await asyncio.gather(
+                *(c.chat.completions.create(model="coder", messages=[user("SAY:hi")]) for _ in range(16))
+            )
+            return [r.choices[0].message.content for r in replies]
+
+    assert asyncio.run(main()) == ["hi"] * 16
+    assert letta.list_calls == 1  # not one lookup per waiting request
