@@ -56,10 +56,12 @@ def test_200_concurrent_tool_round_trips(
         limits = httpx.Limits(
             max_connections=CONVERSATIONS, max_keepalive_connections=CONVERSATIONS, keepalive_expiry=2.0
         )
+        # Clients retry as real ones do (connection errors, 409 resume_in_progress): every resume must still reach
+        # Letta exactly once.
         async with openai.AsyncOpenAI(
             base_url=f"{url}/v1",
             api_key=ALICE,
-            max_retries=0,
+            max_retries=2,
             timeout=60,
             http_client=httpx.AsyncClient(limits=limits, timeout=60),
         ) as client:
