@@ -18,7 +18,3 @@ def event(payload: BaseModel | dict[str, Any]) -> bytes:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     return b"data: " + body + b"\n\n"
 
-
-def parse_data_lines(lines: list[str]) -> list[str]:
-    """Payloads of the `data:` fields in a block of SSE lines (comments and other fields ignored)."""
-    return [line[5:].lstrip(" ") for line in lines if line.startswith("data:")]
