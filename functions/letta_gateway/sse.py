@@ -17,4 +17,3 @@ def event(payload: BaseModel | dict[str, Any]) -> bytes:
     else:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     return b"data: " + body + b"\n\n"
-
