@@ -130,12 +130,17 @@ def letta_url(letta_server: tuple[LettaDouble, str]) -> str:
     return letta_server[1]
 
 
+HTTP_CLIENTS = ("aiohttp", "httpx")  # the Letta transports: aiohttp where installed, httpx in the Lambda layer
+
+
 def make_gateway(letta_url: str, backend: PendingBackend, **overrides: object) -> Gateway:
+    http_client = overrides.pop("http_client", None) or Settings().letta_http_client
     settings = Settings(
         letta_base_url=letta_url,
         letta_api_key=LETTA_KEY,
         gateway_api_keys=(ALICE, BOB),
         letta_timeout_seconds=float(overrides.pop("timeout", 30.0)),  # type: ignore[arg-type]
+        letta_http_client=str(http_client),
     )
     key_secret = overrides.pop("key_secret", None)
     credentials = StaticCredentials(Credentials(LETTA_KEY, (ALICE, BOB), key_secret))  # type: ignore[arg-type]
@@ -145,8 +150,16 @@ def make_gateway(letta_url: str, backend: PendingBackend, **overrides: object) -
 
 
 @pytest.fixture
-def gateway_factory(letta_url: str, backend_factory: Callable[[], PendingBackend]) -> Callable[[], Gateway]:
-    return lambda: make_gateway(letta_url, backend_factory())
+def letta_http_client() -> str:
+    """The gateway's Letta transport: the installed default; transport-sensitive modules run both."""
+    return Settings().letta_http_client
+
+
+@pytest.fixture
+def gateway_factory(
+    letta_url: str, backend_factory: Callable[[], PendingBackend], letta_http_client: str
+) -> Callable[[], Gateway]:
+    return lambda: make_gateway(letta_url, backend_factory(), http_client=letta_http_client)
 
 
 @pytest.fixture

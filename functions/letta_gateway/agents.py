@@ -72,6 +72,25 @@ def _detail(body: object) -> tuple[str, dict[str, Any]]:
     return (str(detail) if detail is not None else ""), {}
 
 
+def _aiohttp_failure(error: BaseException) -> GatewayError | None:
+    """Classifies a failure of the aiohttp transport by aiohttp's own exception, which the transport chains under
+    a coarser httpx one (it reports a server that closed the connection mid-answer as a connect timeout)."""
+    cause: BaseException | None = error
+    for _ in range(4):
+        if cause is None or type(cause).__module__.startswith("aiohttp."):
+            break
+        cause = cause.__cause__
+    if cause is None or not type(cause).__module__.startswith("aiohttp."):
+        return None
+    import aiohttp
+
+    if isinstance(cause, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
+        return NotSent("Could not connect to Letta.")
+    if isinstance(cause, asyncio.TimeoutError):
+        return LettaTimeout("Letta did not answer in time.")
+    return ResultUnknown("The connection to Letta was lost.", code="upstream_unavailable")
+
+
 def map_error(error: BaseException) -> GatewayError:
     """A letta-client or httpx exception as a domain error."""
     import httpx
@@ -106,6 +125,9 @@ def map_error(error: BaseException) -> GatewayError:
         if 400 <= status < 500:
             return InvalidRequest(f"Letta rejected the request: {message}", code="letta_rejected")
         return UpstreamError(f"Letta failed with HTTP {status}.")
+    transport = _aiohttp_failure(error)
+    if transport is not None:
+        return transport
     if isinstance(error, letta_client.APIConnectionError):
         cause = error.__cause__
         if isinstance(cause, (httpx.ConnectError, httpx.ConnectTimeout)):
@@ -188,18 +210,24 @@ class LettaAgents:
 
     def _default_client(self) -> Any:
         import httpx
-        from letta_client import AsyncLetta, DefaultAsyncHttpxClient
+        import letta_client
 
         timeout = httpx.Timeout(self.settings.letta_timeout_seconds, connect=10.0)
         # Idle connections are dropped well before a server's keep-alive timeout (uvicorn: 5 s), so a request is
         # never written to a connection the server is closing: such a failure would be ambiguous for a write.
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=2.0)
-        return AsyncLetta(
+        # aiohttp under the SDK's httpx interface: about a third less CPU per Letta call than httpx's own pool.
+        http_client = (
+            letta_client.DefaultAioHttpClient
+            if self.settings.letta_http_client == "aiohttp"
+            else letta_client.DefaultAsyncHttpxClient
+        )
+        return letta_client.AsyncLetta(
             base_url=self.settings.letta_base_url,
             api_key=self._api_key or "local-letta-server",
             max_retries=0,
             timeout=timeout,
-            http_client=DefaultAsyncHttpxClient(timeout=timeout, limits=limits),
+            http_client=http_client(timeout=timeout, limits=limits),
         )
 
     @property
@@ -209,6 +237,12 @@ class LettaAgents:
         if client is None:
             client = self._clients[loop] = self._factory()
         return client
+
+    async def aclose(self) -> None:
+        """Closes this event loop's Letta client and its connections (the other loops' close with their loop)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
     def _reader(self) -> Any:
         """Reads are safe to retry."""

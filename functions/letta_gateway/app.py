@@ -1,8 +1,9 @@
 """The HTTP surface: thin routes over `Gateway`, OpenAI error envelopes for every failure."""
 
+import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
@@ -229,6 +230,10 @@ class GatewayHolder:
             self._gateway = self._factory()
         return self._gateway
 
+    async def aclose(self) -> None:
+        if self._gateway is not None:
+            await self._gateway.agents.aclose()
+
 
 def get_gateway(request: Request) -> Gateway:
     return request.app.state.gateway()  # type: ignore[no-any-return]
@@ -254,14 +259,21 @@ def create_app(
 ) -> FastAPI:
     """The FastAPI app. `gateway` may be a factory, called on first use (no I/O at import or build time)."""
 
+    holder = GatewayHolder(gateway)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await holder.aclose()
+
     app = FastAPI(
+        lifespan=lifespan,
         title="Letta OpenAI Gateway",
         version=__version__,
         description="OpenAI-compatible chat completions over stateful Letta agents.",
         docs_url=None,
         redoc_url=None,
     )
-    holder = GatewayHolder(gateway)
     app.state.gateway = holder
 
     async def finish(status: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -78,6 +79,27 @@ def _system_prompt_policy(env: Mapping[str, str]) -> int | None:
     return _int(env, "GATEWAY_SYSTEM_PROMPT_MAX_CHARS", 20000, minimum=200)
 
 
+HTTP_CLIENTS = ("auto", "aiohttp", "httpx")
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def _http_client(env: Mapping[str, str]) -> str:
+    """`aiohttp` (faster, the default where it is installed) or `httpx` (the Lambda layer; proxies from the
+    environment, which the aiohttp transport ignores)."""
+    choice = (env.get("LETTA_HTTP_CLIENT") or "auto").strip().lower()
+    if choice not in HTTP_CLIENTS:
+        raise ConfigurationError(f"LETTA_HTTP_CLIENT must be auto, aiohttp or httpx, got {choice!r}")
+    if choice != "auto":
+        if choice == "aiohttp" and importlib.util.find_spec("httpx_aiohttp") is None:
+            raise ConfigurationError(
+                "LETTA_HTTP_CLIENT=aiohttp needs the aiohttp extra: pip install 'letta-client[aiohttp]'"
+            )
+        return choice
+    if any(env.get(name) for name in PROXY_VARIABLES):
+        return "httpx"
+    return "aiohttp" if importlib.util.find_spec("httpx_aiohttp") is not None else "httpx"
+
+
 def _completion_tool(env: Mapping[str, str]) -> str | None:
     raw = env.get("GATEWAY_COMPLETION_TOOL")
     if raw is None:
@@ -106,6 +128,7 @@ class Settings:
     model_cache_seconds: float = 30.0
     max_body_bytes: int = 6 * 1024 * 1024
     letta_timeout_seconds: float = 600.0
+    letta_http_client: str = field(default_factory=lambda: _http_client({}))
     deadline_seconds: float | None = None
     deadline_margin_seconds: float = 2.0
     keepalive_seconds: float = 10.0
@@ -135,6 +158,7 @@ class Settings:
             model_cache_seconds=_float(env, "GATEWAY_MODEL_CACHE_SECONDS", 30.0),
             max_body_bytes=_int(env, "GATEWAY_MAX_BODY_BYTES", 6 * 1024 * 1024, minimum=1024),
             letta_timeout_seconds=_float(env, "LETTA_TIMEOUT_SECONDS", 600.0),
+            letta_http_client=_http_client(env),
             deadline_seconds=_float(env, "GATEWAY_DEADLINE_SECONDS", 0.0) or None,
             deadline_margin_seconds=_float(env, "GATEWAY_DEADLINE_MARGIN_SECONDS", 2.0),
             keepalive_seconds=_float(env, "GATEWAY_KEEPALIVE_SECONDS", 10.0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import sys
@@ -39,7 +40,10 @@ def handler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stack: dict[str, An
     monkeypatch.setenv("GATEWAY_STATE_PATH", str(tmp_path / "state.sqlite3"))
     monkeypatch.delenv("GATEWAY_STATE_TABLE", raising=False)
     sys.modules.pop("letta_gateway.handler", None)
-    yield importlib.import_module("letta_gateway.handler").handler
+    module = importlib.import_module("letta_gateway.handler")
+    yield module.handler
+    # A Lambda environment is frozen, then dropped, with its connections open; this process lives on.
+    asyncio.get_event_loop().run_until_complete(module.app.state.gateway.aclose())
     sys.modules.pop("letta_gateway.handler", None)
 
 

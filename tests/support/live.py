@@ -12,7 +12,7 @@ import uvicorn
 class LiveServer:
     def __init__(self, app: Any) -> None:
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False, timeout_keep_alive=75
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", access_log=False, timeout_keep_alive=75
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from letta_gateway.translate import otid
-from tests.conftest import ALICE, BOB, make_gateway
+from tests.conftest import ALICE, BOB, HTTP_CLIENTS, make_gateway
 from tests.support.letta_double import LettaDouble
 
 TOOLS = [
@@ -526,10 +526,11 @@ def test_failed_resume_leaves_the_tool_calls_consumable(client: openai.OpenAI, l
     assert "A" in result.choices[0].message.content
 
 
+@pytest.mark.parametrize("http_client", HTTP_CLIENTS)
 def test_letta_timeout_is_504(
-    serve: Callable[..., str], letta_url: str, backend_factory, letta: LettaDouble, coder
+    serve: Callable[..., str], letta_url: str, backend_factory, letta: LettaDouble, coder, http_client: str
 ) -> None:
-    url = serve(make_gateway(letta_url, backend_factory(), timeout=0.3))
+    url = serve(make_gateway(letta_url, backend_factory(), timeout=0.3, http_client=http_client))
     letta.delay = 1.0
     with openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0) as c:
         with pytest.raises(openai.APIStatusError) as info:
@@ -537,8 +538,9 @@ def test_letta_timeout_is_504(
     assert info.value.status_code == 504 and info.value.body["code"] == "upstream_timeout"
 
 
-def test_letta_unreachable_is_502(serve: Callable[..., str], backend_factory, letta: LettaDouble) -> None:
-    url = serve(make_gateway("http://127.0.0.1:9", backend_factory()))
+@pytest.mark.parametrize("http_client", HTTP_CLIENTS)
+def test_letta_unreachable_is_502(serve: Callable[..., str], backend_factory, http_client: str) -> None:
+    url = serve(make_gateway("http://127.0.0.1:9", backend_factory(), http_client=http_client))
     with openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0) as c:
         with pytest.raises(openai.InternalServerError) as info:
             c.models.list()

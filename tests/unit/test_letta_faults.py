@@ -11,11 +11,16 @@ import pytest
 
 from letta_gateway.agents import AgentInfo
 from letta_gateway.store.base import thread_key
-from tests.conftest import ALICE, make_gateway
+from tests.conftest import ALICE, HTTP_CLIENTS, make_gateway
 from tests.support import sse
 from tests.support.letta_double import LettaDouble
 
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object", "properties": {}}}}]
+
+
+@pytest.fixture(params=HTTP_CLIENTS)
+def letta_http_client(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 def sse_payloads(url: str, body: dict) -> list[dict]:
@@ -80,11 +85,12 @@ def test_connection_reset_is_502_and_leaves_tool_results_answerable(
     resetting_letta: tuple[str, list[str]],
     backend_factory,
     letta: LettaDouble,
+    letta_http_client: str,
 ) -> None:
     reset_url, received = resetting_letta
     agent = letta.add_agent("coder")
     backend = backend_factory()
-    good = serve(make_gateway(letta_url, backend))
+    good = serve(make_gateway(letta_url, backend, http_client=letta_http_client))
     with openai.OpenAI(base_url=f"{good}/v1", api_key=ALICE, max_retries=0) as c:
         messages = [{"role": "user", "content": "CALL:read_file {}"}]
         first = c.chat.completions.create(model="coder", messages=messages, tools=TOOLS)
@@ -93,7 +99,7 @@ def test_connection_reset_is_502_and_leaves_tool_results_answerable(
         first.choices[0].message.model_dump(exclude_none=True),
         {"role": "tool", "tool_call_id": call.id, "content": "R"},
     ]
-    broken = make_gateway(reset_url, backend)
+    broken = make_gateway(reset_url, backend, http_client=letta_http_client)
     # Seed its model cache so the request gets past resolution and the reset hits the resume itself.
     broken.agents._resolved["coder"] = (float("inf"), AgentInfo(agent.id, "coder", 0))
     broken_url = serve(broken)

@@ -10,7 +10,7 @@ from itertools import pairwise
 import openai
 import pytest
 
-from tests.conftest import ALICE, make_gateway
+from tests.conftest import ALICE, HTTP_CLIENTS, make_gateway
 from tests.support import sse
 from tests.support.letta_double import LettaDouble
 
@@ -42,13 +42,16 @@ def test_keepalive_comments_while_letta_is_silent(
     assert content == "slow answer"
 
 
+@pytest.mark.parametrize("http_client", HTTP_CLIENTS)
 @pytest.mark.parametrize("stream", [False, True])
 def test_deadline_ends_the_request_cleanly_and_keeps_tool_calls_answerable(
-    serve: Callable[..., str], letta_url: str, backend_factory, letta: LettaDouble, stream: bool
+    serve: Callable[..., str], letta_url: str, backend_factory, letta: LettaDouble, stream: bool, http_client: str
 ) -> None:
     letta.add_agent("coder")
     url = serve(
-        make_gateway(letta_url, backend_factory(), keepalive=0.1), deadline_seconds=0.8, deadline_margin_seconds=0.2
+        make_gateway(letta_url, backend_factory(), keepalive=0.1, http_client=http_client),
+        deadline_seconds=0.8,
+        deadline_margin_seconds=0.2,
     )
     with openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0) as client:
         messages = [{"role": "user", "content": "CALL:read_file {}"}]
