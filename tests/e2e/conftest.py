@@ -54,7 +54,8 @@ def _free_port() -> int:
 class GatewayProcess:
     """`letta-gateway serve` in its own process, as a user runs it."""
 
-    def __init__(self, letta_url: str, state_path: Path, log_path: Path) -> None:
+    def __init__(self, letta_url: str, state_path: Path, log_path: Path, transport: str) -> None:
+        self.transport = transport
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {
@@ -64,6 +65,7 @@ class GatewayProcess:
             "GATEWAY_API_KEYS": f"{KEY},{OTHER_KEY}",
             "GATEWAY_STATE_PATH": str(state_path),
             "GATEWAY_MODEL_CACHE_SECONDS": "1",
+            "LETTA_HTTP_CLIENT": transport,
         }
         env.pop("GATEWAY_STATE_TABLE", None)
         self.log = log_path.open("wb")
@@ -100,10 +102,11 @@ def state_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def gateways(stack: dict[str, Any], state_path: Path, tmp_path_factory: pytest.TempPathFactory):
-    """Two gateway processes that share nothing but the state store."""
+    """Two gateway processes that share nothing but the state store; the second calls Letta over httpx, the
+    transport of the Lambda layer, the first over aiohttp (the default where installed)."""
     logs = tmp_path_factory.mktemp("gateway-logs")
-    first = GatewayProcess(stack["letta_base_url"], state_path, logs / "first.log")
-    second = GatewayProcess(stack["letta_base_url"], state_path, logs / "second.log")
+    first = GatewayProcess(stack["letta_base_url"], state_path, logs / "first.log", "aiohttp")
+    second = GatewayProcess(stack["letta_base_url"], state_path, logs / "second.log", "httpx")
     yield first, second
     first.stop()
     second.stop()

@@ -39,6 +39,7 @@ def handler(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stack: dict[str, An
     monkeypatch.setenv("GATEWAY_API_KEYS", DEMO_KEY)
     monkeypatch.setenv("GATEWAY_STATE_PATH", str(tmp_path / "state.sqlite3"))
     monkeypatch.delenv("GATEWAY_STATE_TABLE", raising=False)
+    monkeypatch.setenv("LETTA_HTTP_CLIENT", "httpx")  # the Lambda layer has no aiohttp
     sys.modules.pop("letta_gateway.handler", None)
     module = importlib.import_module("letta_gateway.handler")
     yield module.handler

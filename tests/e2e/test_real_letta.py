@@ -97,9 +97,17 @@ def test_reasoning(client: openai.OpenAI, make_agent: Callable[..., dict]) -> No
     assert "weighing options" in reply.choices[0].message.model_extra["reasoning_content"]
 
 
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 @pytest.mark.parametrize("stream", [False, True])
-def test_tool_round_trip(client: openai.OpenAI, make_agent: Callable[..., dict], stream: bool) -> None:
-    agent = make_agent()
+def test_tool_round_trip(
+    gateways: tuple[GatewayProcess, GatewayProcess], make_agent: Callable[..., dict], stream: bool, transport: str
+) -> None:
+    gateway = next(g for g in gateways if g.transport == transport)
+    with openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=KEY, max_retries=0, timeout=120) as client:
+        round_trip(client, make_agent(), stream)
+
+
+def round_trip(client: openai.OpenAI, agent: dict, stream: bool) -> None:
     messages = [{"role": "system", "content": "ignored"}, user('CALL:read_file {"path": "src/app.py"}')]
     if stream:
         _, _, calls, finish, _, _ = collect(
@@ -473,6 +481,7 @@ def test_system_prompt_memory_block_on_real_letta(stack: dict[str, Any], make_ag
 
     async def write(value: str) -> None:
         await agents.write_block(agent["id"], "client_system_prompt", value, 5000, "client system prompt")
+        await agents.aclose()
 
     asyncio.run(write("first version"))
     asyncio.run(write("second version"))

@@ -48,6 +48,29 @@ def test_invalid_configuration_says_what_to_set(env: dict[str, str], fragment: s
     assert fragment in str(info.value)
 
 
+LOCAL = {"GATEWAY_API_KEYS": "k", "LETTA_BASE_URL": "http://127.0.0.1:8283"}
+
+
+@pytest.mark.parametrize(
+    ("env", "transport"),
+    [
+        ({}, "aiohttp"),  # installed with the package (letta-client[aiohttp])
+        ({"LETTA_HTTP_CLIENT": "httpx"}, "httpx"),
+        ({"LETTA_HTTP_CLIENT": " AIOHTTP "}, "aiohttp"),
+        ({"HTTPS_PROXY": "http://proxy:3128"}, "httpx"),  # aiohttp's transport would ignore the proxy
+        ({"all_proxy": "socks5://proxy:1080"}, "httpx"),
+        ({"HTTPS_PROXY": "http://proxy:3128", "LETTA_HTTP_CLIENT": "aiohttp"}, "aiohttp"),
+    ],
+)
+def test_letta_transport(env: dict[str, str], transport: str) -> None:
+    assert Settings.from_env({**LOCAL, **env}).letta_http_client == transport
+
+
+def test_unknown_letta_transport_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="LETTA_HTTP_CLIENT must be auto, aiohttp or httpx"):
+        Settings.from_env({**LOCAL, "LETTA_HTTP_CLIENT": "requests"})
+
+
 def test_secret_id_alone_is_enough_in_aws() -> None:
     settings = Settings.from_env({"GATEWAY_SECRET_ID": "arn:aws:secretsmanager:us-east-1:1:secret:gw"})
     assert settings.letta_base_url == LETTA_CLOUD_URL
