@@ -991,6 +991,7 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         LETTA_API_KEY=wl.LETTA_KEY,
         GATEWAY_LOG_LEVEL="WARNING",
         AWS_EC2_METADATA_DISABLED="true",
+        LETTA_HTTP_CLIENT="httpx",  # the Lambda layer's transport (it has no aiohttp)
     )
     base.pop("LETTA_BASE_URL", None)
     turn_env = dict(base, LETTA_BASE_URL=env.double_url, GATEWAY_STATE_PATH=str(env.tmp / "cold.sqlite3"))
@@ -1000,6 +1001,7 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "handler": ([py, "-c", COLD_PROBE, "letta_gateway.handler"], base),
         "asgi": ([py, "-c", COLD_PROBE, "letta_gateway.asgi"], base),
         "naive": ([py, "-c", COLD_PROBE, "naive_app"], base),
+        "floor": ([py, "-c", COLD_PROBE, "floor_app"], base),
         "handler+turn": ([py, "-c", COLD_PROBE, "letta_gateway.handler", str(event_path)], turn_env),
         "eager+handler+turn": ([py, "-c", COLD_PROBE, "eager_then_handler", str(event_path)], turn_env),
     }
@@ -1031,6 +1033,27 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         )
         if ratio.med > 0.5:
             report.failures.append(f"cold start {entry}")
+    floor_ratio = sp([a["import_s"] / b["import_s"] for a, b in zip(runs["floor"], runs["naive"], strict=True)])
+    above_floor = sp(
+        [(a["import_s"] - b["import_s"]) * 1000 for a, b in zip(runs["handler"], runs["floor"], strict=True)]
+    )
+    report.add(
+        "3 cold start",
+        "stack floor: smallest FastAPI + Mangum module (one route, a pydantic body)",
+        f"{imp['floor'].fmt(0)} ms (process {wall['floor'].fmt(0)} ms)",
+        f"naive eager: {imp['naive'].fmt(0)} ms",
+        f"×{floor_ratio.fmt(3)}; the Mangum handler is +{above_floor.fmt(0)} ms above it",
+        "",
+        "info",
+    )
+    if floor_ratio.med > 0.45:
+        report.notes.append(
+            f"Cold start: the smallest FastAPI + Mangum module alone takes ×{floor_ratio.fmt(3)} of the naive "
+            "module's import + build here (FastAPI's import and its route build, which imports pydantic.v1 to rule "
+            "out v1 models), so ≤ 0.5× leaves the gateway's own code almost nothing; its cost is the difference to "
+            "that floor. With SnapStart (on by default in template.yaml) a cold start restores a snapshot taken after "
+            "this init instead of running it."
+        )
     first = {k: sp([r["total_s"] * 1000 for r in runs[k]]) for k in ("handler+turn", "eager+handler+turn")}
     turn_only = {k: sp([r["first_turn_s"] * 1000 for r in runs[k]]) for k in ("handler+turn", "eager+handler+turn")}
     ratio_first = sp(
@@ -1046,11 +1069,12 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "info",
     )
     lines = [
-        f"Fresh `python` processes, {cfg.cold_runs} measured per variant after one warm-up run each (the warm-up "
-        "also writes .pyc files); variants interleaved. 'import' is measured inside the process around "
+        f"Fresh `python` processes, {cfg.cold_runs} measured per variant after one warm-up run each; variants "
+        f"interleaved. {pyc_note()} 'import' is measured inside the process around "
         "`importlib.import_module` (module import + app build: what Lambda's init phase runs after the runtime "
         "starts); 'process' is the wall time of the whole `python -c` process (interpreter start included). "
-        "Environment: GATEWAY_API_KEYS and LETTA_API_KEY set (Letta Cloud URL), nothing else.",
+        "Environment: GATEWAY_API_KEYS and LETTA_API_KEY set (Letta Cloud URL) and LETTA_HTTP_CLIENT=httpx, the "
+        "Lambda layer's transport; nothing else.",
         "",
         "| variant | import + build ms | process wall ms | modules loaded |",
         "|---|---|---|---|",
@@ -1059,6 +1083,7 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "handler": "`letta_gateway.handler` (Mangum)",
         "asgi": "`letta_gateway.asgi` (uvicorn / Lambda Web Adapter)",
         "naive": "naive eager module (bench/naive_app.py: fastapi, mangum, boto3, letta_client, powertools, app)",
+        "floor": "stack floor (bench/floor_app.py: FastAPI + Mangum, one route with a pydantic body)",
         "handler+turn": "`letta_gateway.handler` + first chat turn (lazy imports paid here)",
         "eager+handler+turn": "eager imports + `letta_gateway.handler` + first chat turn",
     }
@@ -1075,6 +1100,18 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
     ]
     lines += ["", *import_breakdown(variants["handler"][1], variants["naive"][1])]
     report.detail("3 cold start", lines)
+
+
+def pyc_note() -> str:
+    """Whether this run's imports compile the gateway's sources (as in Lambda, whose function code ships without
+    .pyc files; the layer's packages are compiled by pip at build time, as here)."""
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.flags.dont_write_bytecode:
+        return (
+            "PYTHONDONTWRITEBYTECODE is set on this machine, so modules without a .pyc (the gateway's own, the "
+            "benchmark's modules) are compiled on every import, as the function code is in Lambda; installed "
+            "packages have theirs from pip."
+        )
+    return "The warm-up run writes .pyc files for every module, so no variant compiles sources when measured."
 
 
 def import_breakdown(gateway_env: dict[str, str], naive_env: dict[str, str]) -> list[str]:
