@@ -1,8 +1,9 @@
-"""The only module that talks to Letta (through letta-client).
+"""The only module that talks to Letta: letta-client for every call, except that a turn (streamed or not) goes
+straight onto letta-client's own HTTP client (see letta_http).
 
 Responses are read as raw JSON (the shapes in the Letta API reference) rather than SDK models: the pure translation
-works on plain dicts, and no per-message model objects are built. letta-client errors become domain errors here.
-Clients are created lazily, one per event loop (Mangum may run invocations on different loops).
+works on plain dicts, and no per-message model objects are built. Errors become domain errors here. Connections are
+created lazily, one per event loop (Mangum may run invocations on different loops).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from . import observability as log
 from .errors import (
@@ -26,9 +28,8 @@ from .errors import (
     RateLimited,
     UpstreamError,
 )
+from .letta_http import Connection, RawResponse, connect
 from .settings import Settings
-
-ClientFactory = Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,30 @@ def _detail(body: object) -> tuple[str, dict[str, Any]]:
     return (str(detail) if detail is not None else ""), {}
 
 
+def status_error(status: int, body: object, retry_after: str | None) -> GatewayError:
+    """A Letta error response (status >= 400) as a domain error."""
+    message, detail = _detail(body)
+    message = message[:500]
+    if status == 409:
+        if detail.get("code") == "PENDING_APPROVAL" or "waiting for approval" in message:
+            return AgentPendingApproval(
+                "The agent is waiting for the results of tool calls it made earlier. Send those results as "
+                "role 'tool' messages after the assistant message that holds the tool calls."
+            )
+        return Conflict(
+            f"The Letta agent is busy: {message}", code="agent_busy", headers={"Retry-After": retry_after or "2"}
+        )
+    if status == 404:
+        return LettaNotFound(message or "Not found in Letta.")
+    if status == 429:
+        return RateLimited("Letta is rate limiting requests; retry later.", headers={"Retry-After": retry_after or "5"})
+    if status in (401, 403):
+        return UpstreamError("Letta rejected the gateway's credentials (check LETTA_API_KEY).", code="upstream_auth")
+    if 400 <= status < 500:
+        return InvalidRequest(f"Letta rejected the request: {message}", code="letta_rejected")
+    return UpstreamError(f"Letta failed with HTTP {status}.")
+
+
 def _aiohttp_failure(error: BaseException) -> GatewayError | None:
     """Classifies a failure of the aiohttp transport by aiohttp's own exception, which the transport chains under
     a coarser httpx one (it reports a server that closed the connection mid-answer as a connect timeout)."""
@@ -92,39 +117,14 @@ def _aiohttp_failure(error: BaseException) -> GatewayError | None:
 
 
 def map_error(error: BaseException) -> GatewayError:
-    """A letta-client or httpx exception as a domain error."""
+    """A letta-client, httpx or aiohttp exception as a domain error."""
     import httpx
     import letta_client
 
     if isinstance(error, GatewayError):
         return error
     if isinstance(error, letta_client.APIStatusError):
-        status = error.status_code
-        message, detail = _detail(error.body)
-        message = message[:500]
-        retry_after = error.response.headers.get("retry-after")
-        if status == 409:
-            if detail.get("code") == "PENDING_APPROVAL" or "waiting for approval" in message:
-                return AgentPendingApproval(
-                    "The agent is waiting for the results of tool calls it made earlier. Send those results as "
-                    "role 'tool' messages after the assistant message that holds the tool calls."
-                )
-            return Conflict(
-                f"The Letta agent is busy: {message}", code="agent_busy", headers={"Retry-After": retry_after or "2"}
-            )
-        if status == 404:
-            return LettaNotFound(message or "Not found in Letta.")
-        if status == 429:
-            return RateLimited(
-                "Letta is rate limiting requests; retry later.", headers={"Retry-After": retry_after or "5"}
-            )
-        if status in (401, 403):
-            return UpstreamError(
-                "Letta rejected the gateway's credentials (check LETTA_API_KEY).", code="upstream_auth"
-            )
-        if 400 <= status < 500:
-            return InvalidRequest(f"Letta rejected the request: {message}", code="letta_rejected")
-        return UpstreamError(f"Letta failed with HTTP {status}.")
+        return status_error(error.status_code, error.body, error.response.headers.get("retry-after"))
     transport = _aiohttp_failure(error)
     if transport is not None:
         return transport
@@ -135,6 +135,8 @@ def map_error(error: BaseException) -> GatewayError:
         if isinstance(error, letta_client.APITimeoutError):
             return LettaTimeout("Letta did not answer in time.")
         return ResultUnknown("The connection to Letta failed.", code="upstream_unavailable")
+    if isinstance(error, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return NotSent("Could not connect to Letta.")
     if isinstance(error, httpx.TimeoutException):
         return LettaTimeout("Letta stopped sending in time.")
     if isinstance(error, httpx.HTTPError):
@@ -145,13 +147,12 @@ def map_error(error: BaseException) -> GatewayError:
 class LettaStream:
     """An open Letta SSE stream: events as dicts, `[DONE]` ends it."""
 
-    def __init__(self, context: Any, response: Any) -> None:
-        self._context = context
+    def __init__(self, response: RawResponse) -> None:
         self._response = response
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         try:
-            async for line in self._response.iter_lines():
+            async for line in self._response.lines():
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -170,7 +171,14 @@ class LettaStream:
         raise ResultUnknown("Letta's stream ended before it was complete.", code="upstream_incomplete")
 
     async def aclose(self) -> None:
-        await self._context.__aexit__(None, None, None)
+        await self._response.aclose()
+
+
+def _json_or_text(content: bytes) -> object:
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", errors="replace")
 
 
 def _epoch(value: object) -> int:
@@ -187,15 +195,11 @@ def _agent(data: dict[str, Any]) -> AgentInfo:
 
 
 class LettaAgents:
-    def __init__(
-        self,
-        settings: Settings,
-        client_factory: ClientFactory | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        self._factory = client_factory or self._default_client
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Connection] = (
+            weakref.WeakKeyDictionary()
+        )
         self._api_key: str | None = settings.letta_api_key
         self._clock = clock
         self._directory: tuple[float, list[AgentInfo]] | None = None
@@ -206,43 +210,31 @@ class LettaAgents:
     def set_api_key(self, api_key: str | None) -> None:
         if api_key != self._api_key:
             self._api_key = api_key
-            self._clients = weakref.WeakKeyDictionary()
+            self._connections = weakref.WeakKeyDictionary()
 
-    def _default_client(self) -> Any:
-        import httpx
-        import letta_client
-
-        timeout = httpx.Timeout(self.settings.letta_timeout_seconds, connect=10.0)
-        # Idle connections are dropped well before a server's keep-alive timeout (uvicorn: 5 s), so a request is
-        # never written to a connection the server is closing: such a failure would be ambiguous for a write.
-        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=2.0)
-        # aiohttp under the SDK's httpx interface: about a third less CPU per Letta call than httpx's own pool.
-        http_client = (
-            letta_client.DefaultAioHttpClient
-            if self.settings.letta_http_client == "aiohttp"
-            else letta_client.DefaultAsyncHttpxClient
-        )
-        return letta_client.AsyncLetta(
-            base_url=self.settings.letta_base_url,
-            api_key=self._api_key or "local-letta-server",
-            max_retries=0,
-            timeout=timeout,
-            http_client=http_client(timeout=timeout, limits=limits),
-        )
+    @property
+    def connection(self) -> Connection:
+        loop = asyncio.get_running_loop()
+        connection = self._connections.get(loop)
+        if connection is None:
+            connection = self._connections[loop] = connect(
+                base_url=self.settings.letta_base_url,
+                api_key=self._api_key or "local-letta-server",
+                transport=self.settings.letta_http_client,
+                timeout_seconds=self.settings.letta_timeout_seconds,
+            )
+        return connection
 
     @property
     def client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = self._factory()
-        return client
+        """letta-client's AsyncLetta for this event loop."""
+        return self.connection.sdk
 
     async def aclose(self) -> None:
-        """Closes this event loop's Letta client and its connections (the other loops' close with their loop)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.close()
+        """Closes this event loop's Letta connections (the other loops' close with their loop)."""
+        connection = self._connections.pop(asyncio.get_running_loop(), None)
+        if connection is not None:
+            await connection.aclose()
 
     def _reader(self) -> Any:
         """Reads are safe to retry."""
@@ -456,18 +448,20 @@ class LettaAgents:
 
     # ------------------------------------------------------------------------------------------ messages
 
-    def _body(self, messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """The message and tool payload, passed as `extra_body`: it is already in Letta's wire shape, and the SDK's
-        per-field transform would walk every tool's JSON schema (1-2 ms per request with Roo Code's tools)."""
+    @staticmethod
+    def _payload(messages: Sequence[dict[str, Any]], client_tools: Sequence[dict[str, Any]], **flags: bool) -> bytes:
+        """The body of a turn, already in Letta's wire shape."""
         body: dict[str, Any] = {"messages": list(messages)}
         if client_tools:
             body["client_tools"] = list(client_tools)
-        return {"extra_body": body}
+        body.update(flags)
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
-    def _messages_api(self, conversation_id: str | None) -> tuple[Any, str | None]:
+    @staticmethod
+    def _messages_path(agent_id: str, conversation_id: str | None) -> str:
         if conversation_id is None:
-            return self.client.agents.messages, None
-        return self.client.conversations.messages, conversation_id
+            return f"/v1/agents/{quote(agent_id, safe='')}/messages"
+        return f"/v1/conversations/{quote(conversation_id, safe='')}/messages"
 
     async def send(
         self,
@@ -479,18 +473,19 @@ class LettaAgents:
         """One non-streamed turn (`POST /v1/agents/{id}/messages`, or the conversation's). Never retried: Letta is
         not idempotent."""
         started = time.perf_counter()
-        api, conversation = self._messages_api(conversation_id)
+        payload = self._payload(messages, client_tools, streaming=False)
         try:
-            raw = await api.with_raw_response.create(
-                conversation or agent_id, streaming=False, **self._body(messages, client_tools)
+            status, headers, content = await self.connection.hot.post(
+                self._messages_path(agent_id, conversation_id), payload
             )
-            data = await raw.json()
-        except GatewayError:
-            raise
-        except ValueError:
-            raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed") from None
         except Exception as error:
             raise map_error(error) from None
+        if status >= 400:
+            raise status_error(status, _json_or_text(content), headers.get("retry-after"))
+        try:
+            data = json.loads(content)
+        except ValueError:
+            raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed") from None
         log.metric("LettaLatency", (time.perf_counter() - started) * 1000, "Milliseconds")
         if not isinstance(data, dict):
             raise ResultUnknown("Letta sent a malformed response.", code="upstream_malformed")
@@ -504,18 +499,19 @@ class LettaAgents:
         conversation_id: str | None = None,
     ) -> LettaStream:
         """Start a token-streamed turn with keepalive pings; HTTP-level failures raise here, before any event."""
-        api, conversation = self._messages_api(conversation_id)
-        context = api.with_streaming_response.create(
-            conversation or agent_id,
-            streaming=True,
-            stream_tokens=True,
-            include_pings=True,
-            **self._body(messages, client_tools),
-        )
+        payload = self._payload(messages, client_tools, streaming=True, stream_tokens=True, include_pings=True)
         started = time.perf_counter()
         try:
-            response = await context.__aenter__()
+            response = await self.connection.hot.stream(self._messages_path(agent_id, conversation_id), payload)
         except Exception as error:
             raise map_error(error) from None
+        if response.status >= 400:
+            try:
+                content = await response.read()
+            except Exception:
+                content = b""
+            finally:
+                await response.aclose()
+            raise status_error(response.status, _json_or_text(content), response.headers.get("retry-after"))
         log.metric("LettaTimeToStream", (time.perf_counter() - started) * 1000, "Milliseconds")
-        return LettaStream(context, response)
+        return LettaStream(response)

@@ -54,7 +54,7 @@ class Fault:
 class LettaDouble:
     def __init__(self) -> None:
         self.agents: dict[str, Agent] = {}
-        self.requests: list[dict[str, Any]] = []  # every message POST: {agent_id, path, body}
+        self.requests: list[dict[str, Any]] = []  # every message POST: {agent_id, path, headers, body}
         self.faults: list[Fault] = []
         self.keepalive_pings = 0
         self.list_calls = 0
@@ -266,7 +266,13 @@ class LettaDouble:
         agent_id, conversation_id = self._thread_of(request)
         with self._lock:
             self.requests.append(
-                {"agent_id": agent_id, "conversation_id": conversation_id, "path": request.url.path, "body": body}
+                {
+                    "agent_id": agent_id,
+                    "conversation_id": conversation_id,
+                    "path": request.url.path,
+                    "headers": dict(request.headers),
+                    "body": body,
+                }
             )
             return self.faults.pop(0) if self.faults else None
 
