@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-import uuid
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +33,7 @@ _caller: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
 
 
 def begin_request(correlation_id: str | None) -> dict[str, Any]:
-    fields = {"correlation_id": correlation_id or uuid.uuid4().hex, "entry": ENTRY}
+    fields = {"correlation_id": correlation_id or f"{random.getrandbits(128):032x}", "entry": ENTRY}
     _context.set(fields)
     _usage.set({})
     _caller.set({})
