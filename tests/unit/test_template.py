@@ -456,6 +456,20 @@ def test_layer_builds_for_arm64_with_the_function_runtime(resources: dict[str, A
     assert layer["Metadata"]["BuildArchitecture"] == "arm64"
 
 
+def test_functions_ship_their_bytecode(resources: dict[str, Any]) -> None:
+    """Both functions build through functions/Makefile, which compiles the package for the runtime's Python
+    (the built artifact itself is checked by .ci/template-check after `sam build`)."""
+    makefile = (ROOT / "functions" / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"(build-\w+)", makefile.split("\n\n", 1)[1].split(":", 1)[0]))
+    assert targets == {f"build-{name}" for name in FUNCTION_IDS}
+    assert "--invalidation-mode unchecked-hash" in makefile
+    for name in FUNCTION_IDS:
+        resource = resources[name]
+        assert resource["Metadata"]["BuildMethod"] == "makefile"
+        assert resource["Properties"]["CodeUri"].rstrip("/") == "functions"
+        assert f"PYTHON ?= python{resource['Properties']['Runtime'].removeprefix('python')}" in makefile
+
+
 def _requirement_names() -> dict[str, str]:
     pins: dict[str, str] = {}
     for raw in LAYER_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
