@@ -6,6 +6,8 @@ repetitions), after a warm-up that is excluded. Targets are printed as PASS / FA
 Process layout (all servers bind 127.0.0.1 only):
 - the Letta double (tests/support/letta_double.py) served by uvicorn in its own process (bench/letta_server.py);
 - the gateway served by uvicorn in its own process (`python -m letta_gateway.cli serve`, the `make run` entry);
+  when its Letta transport is not httpx already, a second one with LETTA_HTTP_CLIENT=httpx (the AWS Lambda layer's
+  transport), measured next to it on plain turns and under load;
 - the bare FastAPI forwarder baselines in their own processes (bench/forwarder.py): the httpx one (the spec's
   "bare forwarder", the throughput target's baseline) and the aiohttp one (the gateway's own Letta transport);
 - load generators in their own processes (bench/loadgen.py); latency drivers run in this process.
@@ -126,11 +128,15 @@ class Spread:
     def hi(self) -> float:
         return max(self.values) if self.values else float("nan")
 
-    def fmt(self, digits: int = 2, unit: str = "") -> str:
+    def fmt(self, digits: int = 2, unit: str = "", sign: bool = False) -> str:
+        """`med (lo–hi)`; with `sign` the median carries its sign ("+1.06", "-1.06"), for added / saved amounts."""
         if not self.values:
             return "n/a"
         f = f"{{:.{digits}f}}"
-        return f"{f.format(self.med)}{unit} ({f.format(self.lo)}–{f.format(self.hi)})"
+        med = f.format(self.med)
+        if sign:
+            med = f"{{:+.{digits}f}}".format(self.med if float(med) != 0 else 0.0)  # "+0.00", never "-0.00"
+        return f"{med}{unit} ({f.format(self.lo)}–{f.format(self.hi)})"
 
 
 def sp(values: Sequence[float]) -> Spread:
@@ -186,6 +192,8 @@ AGENTS = {
     "lat-fwd-roo": "agent-00000000-0000-4000-8000-00000000000d",
     "lat-afwd-small": "agent-00000000-0000-4000-8000-000000000011",
     "lat-afwd-roo": "agent-00000000-0000-4000-8000-000000000012",
+    "lat-gwx-small": "agent-00000000-0000-4000-8000-000000000013",
+    "lat-gwx-roo": "agent-00000000-0000-4000-8000-000000000014",
     "stream-gw": "agent-00000000-0000-4000-8000-000000000007",
     "stream-sdk": "agent-00000000-0000-4000-8000-000000000008",
     "tput": "agent-00000000-0000-4000-8000-000000000009",
@@ -215,14 +223,19 @@ class Env:
         self.candidate_dir = os.environ.get("BENCH_CANDIDATE", "")
         self.candidate_url = ""
         self.candidate: subprocess.Popen[bytes] | None = None
+        # the gateway again with LETTA_HTTP_CLIENT=httpx (the Lambda layer has no aiohttp); only started when the
+        # default gateway's transport is not httpx already
+        self.httpx_gateway_url = ""
+        self.httpx_gateway: subprocess.Popen[bytes] | None = None
 
-    def gateway_env(self, state: str, functions: str = "") -> dict[str, str]:
+    def gateway_env(self, state: str, functions: str = "", **extra_env: str) -> dict[str, str]:
         env = child_env(
             GATEWAY_API_KEYS=wl.GATEWAY_KEY,
             LETTA_BASE_URL=self.double_url,
             LETTA_API_KEY=wl.LETTA_KEY,
             GATEWAY_STATE_PATH=str(self.tmp / f"{state}.sqlite3"),
             GATEWAY_LOG_LEVEL=os.environ.get("BENCH_GATEWAY_LOG_LEVEL", "INFO"),
+            **extra_env,
         )
         if functions:
             env["PYTHONPATH"] = os.pathsep.join([functions, env["PYTHONPATH"]])
@@ -243,13 +256,14 @@ class Env:
         httpx.post(f"{self.double_url}/_bench/config", json={"delay": delay}, timeout=5).raise_for_status()
 
     def start_gateway(
-        self, name: str = "gateway", cpus: set[int] | None = None, functions: str = ""
+        self, name: str = "gateway", cpus: set[int] | None = None, functions: str = "", **extra_env: str
     ) -> tuple[subprocess.Popen[bytes], str]:
+        """A gateway process (`letta-gateway serve`); `extra_env` e.g. LETTA_HTTP_CLIENT="httpx"."""
         port = free_port()
         proc = self.procs.start(
             name,
             [procs.python(), "-m", "letta_gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=self.gateway_env(name, functions),
+            env=self.gateway_env(name, functions, **extra_env),
             cpus=cpus,
         )
         url = f"http://127.0.0.1:{port}"
@@ -352,6 +366,7 @@ def transport_prose() -> str:
 
 SERVER_LABELS = {
     "gateway": "gateway",
+    "gateway-httpx": "gateway, httpx transport (the Lambda layer's)",
     "candidate": "candidate",
     "forwarder": "bare forwarder (httpx)",
     "forwarder-aiohttp": "bare forwarder (aiohttp)",
@@ -374,6 +389,7 @@ class Drivers:
         forwarder_url: str = "",
         candidate_url: str = "",
         aio_forwarder_url: str = "",
+        httpx_gateway_url: str = "",
     ) -> None:
         from letta_client import AsyncLetta
 
@@ -393,10 +409,19 @@ class Drivers:
             timeout=httpx.Timeout(60.0),
             limits=limits,
         )
+        self.gwx_http = httpx.AsyncClient(
+            base_url=httpx_gateway_url or gateway_url,
+            headers={"Authorization": f"Bearer {wl.GATEWAY_KEY}"},
+            timeout=httpx.Timeout(60.0),
+            limits=limits,
+        )
+        # gateway path name -> its driver client
+        self.gateways = {"gateway": self.http, "candidate": self.cand_http, "gateway-httpx": self.gwx_http}
 
     async def close(self) -> None:
         await self.http.aclose()
         await self.cand_http.aclose()
+        await self.gwx_http.aclose()
         await self.fwd_http.aclose()
         await self.afwd_http.aclose()
         await self.letta.close()
@@ -411,9 +436,10 @@ class Drivers:
             raise RuntimeError(f"forwarder answered {r.status_code}: {str(data)[:300]}")
         return t1 - t0, data
 
-    async def gw(self, body: dict[str, Any], candidate: bool = False) -> Timed:
+    async def gw(self, body: dict[str, Any], path: str = "gateway") -> Timed:
+        """One turn through a gateway: `path` is "gateway", "candidate" or "gateway-httpx"."""
         t0 = time.perf_counter()
-        r = await (self.cand_http if candidate else self.http).post("/v1/chat/completions", json=body)
+        r = await self.gateways[path].post("/v1/chat/completions", json=body)
         data = r.json()
         t1 = time.perf_counter()
         if r.status_code != 200:
@@ -485,6 +511,7 @@ def _raw_call_id(data: dict[str, Any]) -> str:
 PATH_LABELS = {
     "candidate": "gateway with the proposed patch (BENCH_CANDIDATE)",
     "gateway": "gateway (httpx → uvicorn → letta-client → double)",
+    "gateway-httpx": "gateway, LETTA_HTTP_CLIENT=httpx (the Lambda layer's transport)",
     "sdk": "direct: letta-client `create()` (baseline)",
     "raw": "direct: letta-client raw response + json",
     "forwarder": "bare FastAPI + httpx forwarder (stack floor)",
@@ -492,6 +519,9 @@ PATH_LABELS = {
 }
 # the bare forwarders (plain turns only): the httpx one is the spec's baseline, the aiohttp one the gateway's stack
 FORWARDERS = ("forwarder", "forwarder-aiohttp")
+# paths measured on plain turns only (no pause / resume cycles): the forwarders and the httpx-transport gateway
+PLAIN_ONLY = (*FORWARDERS, "gateway-httpx")
+GATEWAYS = ("gateway", "candidate", "gateway-httpx")
 
 
 def rotate(paths: Sequence[str], i: int) -> tuple[str, ...]:
@@ -501,18 +531,33 @@ def rotate(paths: Sequence[str], i: int) -> tuple[str, ...]:
 
 async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
     env.set_delay(cfg.latency_delay)
-    d = Drivers(env.gateway_url, env.double_url, env.forwarder_url, env.candidate_url, env.aio_forwarder_url)
+    d = Drivers(
+        env.gateway_url,
+        env.double_url,
+        env.forwarder_url,
+        env.candidate_url,
+        env.aio_forwarder_url,
+        env.httpx_gateway_url,
+    )
     sizes = {"small": wl.small(), "roo": wl.roo()}
     kinds = ("plain", "pause", "resume")
     PATHS: tuple[str, ...] = ("gateway", "sdk", "raw", *(("candidate",) if env.candidate_url else ()))
-    PLAIN_PATHS = (*PATHS, "forwarder", *(("forwarder-aiohttp",) if env.aio_forwarder is not None else ()))
+    PLAIN_PATHS = (
+        *PATHS,
+        *(("gateway-httpx",) if env.httpx_gateway is not None else ()),
+        "forwarder",
+        *(("forwarder-aiohttp",) if env.aio_forwarder is not None else ()),
+    )
     # samples[size][kind][path] -> one list of seconds per repetition
     samples: dict[str, dict[str, dict[str, list[list[float]]]]] = {
         s: {k: {p: [] for p in (PLAIN_PATHS if k == "plain" else PATHS)} for k in kinds} for s in sizes
     }
     body_sizes: dict[str, dict[str, int]] = {}
     assert env.gateway is not None and env.forwarder is not None
-    servers = {"gateway": env.gateway.pid, "forwarder": env.forwarder.pid}
+    servers = {"gateway": env.gateway.pid}
+    if env.httpx_gateway is not None:
+        servers["gateway-httpx"] = env.httpx_gateway.pid
+    servers["forwarder"] = env.forwarder.pid
     if env.aio_forwarder is not None:
         servers["forwarder-aiohttp"] = env.aio_forwarder.pid
     if env.candidate is not None:
@@ -523,7 +568,13 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
     }
 
     async def measure_size(size: str, w: wl.Workload) -> None:
-        short = {"gateway": "gw", "forwarder": "fwd", "forwarder-aiohttp": "afwd", "candidate": "cand"}
+        short = {
+            "gateway": "gw",
+            "gateway-httpx": "gwx",
+            "forwarder": "fwd",
+            "forwarder-aiohttp": "afwd",
+            "candidate": "cand",
+        }
         agent = {p: AGENTS[f"lat-{short.get(p, p)}-{size}"] for p in PLAIN_PATHS}
         gw_plain_body = w.gw_plain(agent["gateway"])
         body_sizes[size] = {
@@ -532,12 +583,11 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
             "resume": len(wl.body_bytes(w.gw_resume(agent["gateway"], "call_fake0000_0"))),
         }
         direct_plain = w.direct_plain()
-
-        cand_plain_body = w.gw_plain(agent["candidate"]) if "candidate" in agent else gw_plain_body
+        gw_plain_bodies = {p: gw_plain_body if p == "gateway" else w.gw_plain(agent[p]) for p in GATEWAYS if p in agent}
 
         async def plain(path: str) -> float:
-            if path in ("gateway", "candidate"):
-                t, data = await d.gw(gw_plain_body if path == "gateway" else cand_plain_body, path == "candidate")
+            if path in GATEWAYS:
+                t, data = await d.gw(gw_plain_bodies[path], path)
                 _gw_stop(data, "Hello from the Letta double")
             elif path == "sdk":
                 t, resp = await d.sdk(agent["sdk"], direct_plain)
@@ -551,8 +601,8 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
             return t
 
         async def pause(path: str) -> tuple[float, str]:
-            if path in ("gateway", "candidate"):
-                t, data = await d.gw(w.gw_pause(agent[path]), path == "candidate")
+            if path in GATEWAYS:
+                t, data = await d.gw(w.gw_pause(agent[path]), path)
                 return t, _gw_call_id(data)
             if path == "sdk":
                 t, resp = await d.sdk(agent["sdk"], w.direct_pause())
@@ -561,8 +611,8 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
             return t, _raw_call_id(data)
 
         async def resume(path: str, call_id: str) -> float:
-            if path in ("gateway", "candidate"):
-                t, data = await d.gw(w.gw_resume(agent[path], call_id), path == "candidate")
+            if path in GATEWAYS:
+                t, data = await d.gw(w.gw_resume(agent[path], call_id), path)
                 _gw_stop(data, "Done. Tool results")
             elif path == "sdk":
                 t, resp = await d.sdk(agent["sdk"], w.direct_resume(call_id))
@@ -613,7 +663,7 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
             log(f"overhead/{size}: rep {rep + 1}/{cfg.reps} in {time.perf_counter() - t0:.1f}s")
             for name in servers:
                 cpu_turn[size]["plain"][name].append(used["plain"][name] * 1000 / n_plain)
-                if name not in FORWARDERS and n_cycles:
+                if name not in PLAIN_ONLY and n_cycles:
                     cpu_turn[size]["pause+resume"][name].append(used["cycle"][name] * 1000 / n_cycles)
             for kind in kinds:
                 for path, values in into[kind].items():
@@ -664,21 +714,32 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
             headline = size == "small" and kind == "plain"
             ok = add50["gateway"].med <= 1.0 and add99["gateway"].med <= 5.0
             extra = ""
+            if "gateway-httpx" in per:
+                extra += (
+                    f"; httpx transport adds {add50['gateway-httpx'].fmt(sign=True)} / "
+                    f"{add99['gateway-httpx'].fmt(sign=True)}"
+                )
             if "forwarder" in per:
-                extra = f"; bare forwarder adds +{add50['forwarder'].fmt()} / +{add99['forwarder'].fmt()}"
+                extra += (
+                    f"; bare forwarder adds {add50['forwarder'].fmt(sign=True)} / {add99['forwarder'].fmt(sign=True)}"
+                )
             if "forwarder-aiohttp" in per:
                 extra += (
-                    f"; aiohttp forwarder adds +{add50['forwarder-aiohttp'].fmt()} / "
-                    f"+{add99['forwarder-aiohttp'].fmt()}"
+                    f"; aiohttp forwarder adds {add50['forwarder-aiohttp'].fmt(sign=True)} / "
+                    f"{add99['forwarder-aiohttp'].fmt(sign=True)}"
                 )
             if "candidate" in per:
-                extra += f"; with the proposed patch +{add50['candidate'].fmt()} / +{add99['candidate'].fmt()}"
+                extra += (
+                    f"; with the proposed patch {add50['candidate'].fmt(sign=True)} / "
+                    f"{add99['candidate'].fmt(sign=True)}"
+                )
             report.add(
                 "1 overhead",
                 f"{size} {kind} turn: added latency p50 / p99 (n={n} per rep)",
                 f"p50 {p50['gateway'].fmt()} / p99 {p99['gateway'].fmt()} ms",
                 f"letta-client create(): p50 {p50['sdk'].fmt()} / p99 {p99['sdk'].fmt()} ms",
-                f"+{add50['gateway'].fmt()} / +{add99['gateway'].fmt()} ms (×{ratio50.fmt(3)} at p50){extra}",
+                f"{add50['gateway'].fmt(sign=True)} / {add99['gateway'].fmt(sign=True)} ms (×{ratio50.fmt(3)} at p50)"
+                f"{extra}",
                 "added p50 ≤ 1 ms, p99 ≤ 5 ms" if headline else "",
                 verdict(ok) if headline else "info",
             )
@@ -709,9 +770,15 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
     g_cpu = sp(cpu_turn["small"]["plain"]["gateway"])
     f_cpu = sp(cpu_turn["small"]["plain"]["forwarder"])
     cpu_extra = ""
+    if "gateway-httpx" in servers:
+        x_cpu = sp(cpu_turn["small"]["plain"]["gateway-httpx"])
+        cpu_extra += (
+            f"; httpx-transport gateway {x_cpu.fmt(3)} ms "
+            f"(×{sp([a / b for a, b in zip(x_cpu.values, f_cpu.values, strict=True)]).fmt(2)} the bare forwarder's)"
+        )
     if "forwarder-aiohttp" in servers:
         a_cpu = sp(cpu_turn["small"]["plain"]["forwarder-aiohttp"])
-        cpu_extra = (
+        cpu_extra += (
             f"; aiohttp forwarder {a_cpu.fmt(3)} ms "
             f"(×{sp([a / b for a, b in zip(g_cpu.values, a_cpu.values, strict=True)]).fmt(2)})"
         )
@@ -732,7 +799,14 @@ async def overhead_phase(env: Env, cfg: Config, report: Report) -> None:
         "worse. The forwarder rows (plain turns only) are a FastAPI endpoint (uvicorn, same install as the gateway) "
         "that forwards the body to the double and returns the answer untouched, one with httpx (the spec's bare "
         "forwarder) and one with aiohttp (the gateway's own Letta transport where aiohttp is installed, so the honest "
-        "floor for the gateway's own overhead): what any proxy on that stack adds.",
+        "floor for the gateway's own overhead): what any proxy on that stack adds."
+        + (
+            f" The '{PATH_LABELS['gateway-httpx']}' row (plain turns only) is a second gateway process, the same code "
+            "and settings but LETTA_HTTP_CLIENT=httpx, the transport of the AWS Lambda deployment (its layer has no "
+            "aiohttp); its CPU is in the table above."
+            if env.httpx_gateway is not None
+            else ""
+        ),
     ]
     report.detail("1 overhead", lines)
 
@@ -1042,7 +1116,7 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "stack floor: smallest FastAPI + Mangum module (one route, a pydantic body)",
         f"{imp['floor'].fmt(0)} ms (process {wall['floor'].fmt(0)} ms)",
         f"naive eager: {imp['naive'].fmt(0)} ms",
-        f"×{floor_ratio.fmt(3)}; the Mangum handler is +{above_floor.fmt(0)} ms above it",
+        f"×{floor_ratio.fmt(3)}; the Mangum handler is {above_floor.fmt(0, sign=True)} ms above it",
         "",
         "info",
     )
@@ -1248,10 +1322,10 @@ def throughput_phase(env: Env, cfg: Config, report: Report) -> dict[str, Any]:
     agent = AGENTS["tput"]
     fwd = env.forwarder
     body = wl.body_bytes(wl.small().gw_plain(agent))
-    targets = {
-        "gateway": (f"{env.gateway_url}/v1/chat/completions", env.gateway.pid),
-        "forwarder": (f"{env.forwarder_url}/forward/{agent}", fwd.pid),
-    }
+    targets = {"gateway": (f"{env.gateway_url}/v1/chat/completions", env.gateway.pid)}
+    if env.httpx_gateway is not None:  # pinned and alternated like the others; the verdict stays the default one's
+        targets["gateway-httpx"] = (f"{env.httpx_gateway_url}/v1/chat/completions", env.httpx_gateway.pid)
+    targets["forwarder"] = (f"{env.forwarder_url}/forward/{agent}", fwd.pid)
     if env.aio_forwarder is not None:
         targets["forwarder-aiohttp"] = (f"{env.aio_forwarder_url}/forward/{agent}", env.aio_forwarder.pid)
     if env.candidate is not None:
@@ -1304,7 +1378,7 @@ def throughput_phase(env: Env, cfg: Config, report: Report) -> dict[str, Any]:
         pin(env.double.pid, None)
 
     layout = (
-        "CPU 0: the server under test (gateway or a forwarder, one uvicorn worker each; the idle ones wait there "
+        "CPU 0: the server under test (a gateway or a forwarder, one uvicorn worker each; the idle ones wait there "
         "too); "
         "CPU 1: the Letta double and the load generator"
         if two
@@ -1329,9 +1403,16 @@ def throughput_phase(env: Env, cfg: Config, report: Report) -> dict[str, Any]:
         headline = conc == cfg.tput_concurrency
         ok = rps["gateway"].med >= 1000 and ratio.med >= 0.7
         extra = ""
+        if "gateway-httpx" in res:
+            xratio = sp([a["rps"] / b["rps"] for a, b in zip(res["gateway-httpx"], res["forwarder"], strict=True)])
+            xcpu = sp([r["cpu_ms_per_req"]["server"] for r in res["gateway-httpx"]])
+            extra += (
+                f"; httpx transport {rps['gateway-httpx'].fmt(0)} turns/s (×{xratio.fmt(3)} to the forwarder, "
+                f"{xcpu.fmt(3)} CPU ms/turn)"
+            )
         if "forwarder-aiohttp" in res:
             aratio = sp([a["rps"] / b["rps"] for a, b in zip(res["gateway"], res["forwarder-aiohttp"], strict=True)])
-            extra = f"; aiohttp forwarder {rps['forwarder-aiohttp'].fmt(0)} req/s (gateway ×{aratio.fmt(3)})"
+            extra += f"; aiohttp forwarder {rps['forwarder-aiohttp'].fmt(0)} req/s (gateway ×{aratio.fmt(3)})"
         if "candidate" in res:
             cratio = sp([a["rps"] / b["rps"] for a, b in zip(res["candidate"], res["forwarder"], strict=True)])
             extra += f"; with the proposed patch {rps['candidate'].fmt(0)} turns/s (×{cratio.fmt(3)})"
@@ -1380,6 +1461,13 @@ def throughput_phase(env: Env, cfg: Config, report: Report) -> dict[str, Any]:
         "core. The target's ratio is to the httpx forwarder (the spec's bare forwarder); the aiohttp forwarder is "
         "the same stack as the gateway's own Letta transport, shown for the gateway's overhead. "
         + transport_prose()
+        + (
+            f" The '{SERVER_LABELS['gateway-httpx']}' row is a second gateway process with LETTA_HTTP_CLIENT=httpx, "
+            "the transport of the AWS Lambda deployment (its layer has no aiohttp); the verdict uses the default "
+            "gateway."
+            if "gateway-httpx" in targets
+            else ""
+        )
         + " The httpx forwarder calls the double through an httpx connection pool; httpcore's pool does work "
         "proportional to its connections on every request (encode/httpcore#1035, encode/httpx#3215), so its CPU "
         "per turn grows with concurrency.",
@@ -2134,6 +2222,9 @@ def main() -> int:
         env.aio_forwarder, env.aio_forwarder_url = env.start_forwarder("forwarder-aiohttp", FORWARDER_CLIENT="aiohttp")
         if env.candidate_dir:
             env.candidate, env.candidate_url = env.start_gateway("candidate", functions=env.candidate_dir)
+        if (wanted("overhead") or wanted("tput")) and gateway_transport() != "httpx":
+            # the AWS Lambda deployment's transport (its layer has no aiohttp), measured next to the default one
+            env.httpx_gateway, env.httpx_gateway_url = env.start_gateway("gateway-httpx", LETTA_HTTP_CLIENT="httpx")
         tput_cpu: dict[str, float] = {}
         phases: list[tuple[str, Callable[[], Any]]] = [
             ("overhead", lambda: asyncio.run(overhead_phase(env, cfg, report))),
