@@ -452,8 +452,14 @@ def test_layer_builds_for_arm64_with_the_function_runtime(resources: dict[str, A
     assert props["ContentUri"].rstrip("/") == "layers/dependencies"
     assert props["CompatibleArchitectures"] == ["arm64"]
     assert function["Runtime"] in props["CompatibleRuntimes"]
-    assert layer["Metadata"]["BuildMethod"] == function["Runtime"]
+    assert layer["Metadata"]["BuildMethod"] == "makefile"
     assert layer["Metadata"]["BuildArchitecture"] == "arm64"
+    # layers/dependencies/Makefile resolves wheels for the functions' platform and ships them as bytecode
+    makefile = (ROOT / "layers" / "dependencies" / "Makefile").read_text(encoding="utf-8")
+    version = function["Runtime"].removeprefix("python")
+    assert f"PYTHON ?= python{version}" in makefile and f"--python-version {version}" in makefile
+    assert "PLATFORM ?= manylinux2014_aarch64" in makefile and "--only-binary=:all:" in makefile
+    assert "build-DependenciesLayer:" in makefile and "-r requirements.txt" in makefile
 
 
 def test_functions_ship_their_bytecode(resources: dict[str, Any]) -> None:
