@@ -20,11 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import functools
 import importlib
 import importlib.metadata as md
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import statistics
@@ -227,6 +229,8 @@ class Env:
         # default gateway's transport is not httpx already
         self.httpx_gateway_url = ""
         self.httpx_gateway: subprocess.Popen[bytes] | None = None
+        # Lambda artifacts built with the repo's Makefiles (see `artifact`): key -> build dir, or why it failed
+        self.artifacts: dict[str, Path | str] = {}
 
     def gateway_env(self, state: str, functions: str = "", **extra_env: str) -> dict[str, str]:
         env = child_env(
@@ -991,6 +995,169 @@ async def streaming_phase(env: Env, cfg: Config, report: Report) -> None:
     report.detail("2 streaming", lines)
 
 
+# ----------------------------------------------------------------------- Lambda artifacts (the repo's Makefiles)
+
+RUNTIME_PYTHON = "python3.12"  # the functions' runtime (template.yaml), which the Makefiles build for
+LAYER_PLATFORM = "manylinux2014_aarch64"  # layers/dependencies/Makefile's default PLATFORM (the functions' arm64)
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else -1 for x in path.parts[-3].split("."))
+
+
+@functools.cache
+def runtime_python() -> tuple[str, str]:
+    """(interpreter, "") for a working CPython 3.12 with pip, else ("", why not). `python3.12` on PATH first
+    (shutil.which); a pyenv shim of that name can exist without that version being selected, so every candidate is
+    run, and pyenv's own 3.12.* installs, /usr/local/bin and /usr/bin are tried next, as .ci/template-check does.
+    The interpreter's own path (sys.executable) is returned, not the shim's."""
+    candidates: list[str] = []
+    if found := shutil.which(RUNTIME_PYTHON):
+        candidates.append(found)
+    versions = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    candidates += [
+        str(p) for p in sorted(versions.glob(f"3.12.*/bin/{RUNTIME_PYTHON}"), key=_version_key, reverse=True)
+    ]
+    candidates += [f"/usr/local/bin/{RUNTIME_PYTHON}", f"/usr/bin/{RUNTIME_PYTHON}"]
+    check = "import sys, pip\nif sys.version_info[:2] != (3, 12): sys.exit(1)\nprint(sys.executable)"
+    tried = []
+    for candidate in dict.fromkeys(candidates):
+        if not os.access(candidate, os.X_OK):
+            continue
+        tried.append(candidate)
+        try:
+            proc = subprocess.run(
+                [candidate, "-c", check], capture_output=True, text=True, timeout=30, env=build_env(), cwd=str(ROOT)
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.strip().splitlines()[-1], ""
+    return "", (
+        f"no working {RUNTIME_PYTHON} with pip found (shutil.which on PATH, pyenv versions/3.12.*, /usr/local/bin, "
+        f"/usr/bin; ran: {', '.join(tried) or 'none exists'})"
+    )
+
+
+def python_version(py: str) -> str:
+    return subprocess.run(
+        [py, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env=build_env(),
+    ).stdout.strip()
+
+
+def host_layer_platform() -> str:
+    """The pip platform tag of this machine's architecture ("" if the Makefile's platforms do not cover it)."""
+    return {
+        "x86_64": "manylinux2014_x86_64",
+        "amd64": "manylinux2014_x86_64",
+        "aarch64": "manylinux2014_aarch64",
+        "arm64": "manylinux2014_aarch64",
+    }.get(platform.machine().lower(), "")
+
+
+def build_env() -> dict[str, str]:
+    """The environment for builds with the runtime's Python: none of this venv's paths, no outer make's flags."""
+    drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(PIP_ROOT_USER_ACTION="ignore", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+def _run_build(argv: list[str], log_path: Path, timeout: float = 600) -> None:
+    with open(log_path, "ab") as fh:
+        fh.write(f"$ {shlex.join(argv)}\n".encode())
+        fh.flush()
+        proc = subprocess.run(
+            argv, cwd=str(ROOT), env=build_env(), stdout=fh, stderr=subprocess.STDOUT, timeout=timeout
+        )
+    if proc.returncode != 0:
+        tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
+        raise RuntimeError(f"`{shlex.join(argv[:4])} …` exited with {proc.returncode}: {tail[-300:]}")
+
+
+def artifact(env: Env, key: str, build: Callable[[Path, str], Path | None]) -> Path:
+    """A Lambda artifact built once per run with the runtime's Python into env.tmp/lambda/<key> (`build(dest, py)`,
+    which may return another path, e.g. a cache); raises RuntimeError(why) if it cannot be built."""
+    cached = env.artifacts.get(key)
+    if isinstance(cached, Path):
+        return cached
+    if isinstance(cached, str):
+        raise RuntimeError(cached)
+    py, why = runtime_python()
+    dest = env.tmp / "lambda" / key
+    t0 = time.perf_counter()
+    try:
+        if not py:
+            raise RuntimeError(why)
+        if not shutil.which("make"):
+            raise RuntimeError("`make` not found on PATH")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        result = build(dest, py) or dest
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        env.artifacts[key] = f"{key}: {error}"
+        raise RuntimeError(env.artifacts[key]) from None
+    log(f"built {key} with {py} in {time.perf_counter() - t0:.1f} s")
+    env.artifacts[key] = result
+    return result
+
+
+def function_artifact(env: Env) -> Path:
+    """`make -C functions build-GatewayFunction` (the code under test: functions/, or BENCH_FUNCTIONS)."""
+
+    def build(dest: Path, py: str) -> None:
+        src = Path(procs.functions_dir())
+        makefile = src / "Makefile" if (src / "Makefile").is_file() else ROOT / "functions" / "Makefile"
+        cmd = ["make", "--no-print-directory", "-C", str(src), "-f", str(makefile), "build-GatewayFunction"]
+        _run_build([*cmd, f"ARTIFACTS_DIR={dest}", f"PYTHON={py}"], env.tmp / "build-function.log")
+
+    return artifact(env, "function", build)
+
+
+def layer_pip(py: str, target: Path, platform_tag: str) -> list[str]:
+    """layers/dependencies/Makefile's pip install (sources only: --no-compile, and no bytecode step after it)."""
+    return [
+        *(py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"),
+        *("--target", str(target), "--platform", platform_tag, "--implementation", "cp", "--python-version", "3.12"),
+        *("--only-binary=:all:", "-r", str(ROOT / "layers/dependencies/requirements.txt")),
+    ]
+
+
+def layer_artifact(env: Env, platform_tag: str, bytecode: bool = True) -> Path:
+    """The dependency layer for `platform_tag`: `make -C layers/dependencies build-DependenciesLayer` (bytecode, as
+    shipped) or, for `bytecode=False`, the Makefile's pip install alone (sources, no bytecode step)."""
+
+    def build(dest: Path, py: str) -> None:
+        log_path = env.tmp / f"build-layer-{platform_tag}.log"
+        if bytecode:
+            cmd = ["make", "--no-print-directory", "-C", str(ROOT / "layers/dependencies"), "build-DependenciesLayer"]
+            _run_build([*cmd, f"ARTIFACTS_DIR={dest}", f"PYTHON={py}", f"PLATFORM={platform_tag}"], log_path)
+            return
+        _run_build(layer_pip(py, dest / "python", platform_tag), log_path)
+
+    return artifact(env, f"layer-{'bytecode' if bytecode else 'sources'}-{platform_tag}", build)
+
+
+def runtime_sdk(env: Env) -> Path:
+    """boto3 for the runtime's Python (the Lambda runtime ships it; the layer does not): .ci/template-check's cache
+    when it has one, else `pip install boto3 --target` (pip caches the download)."""
+
+    def build(dest: Path, py: str) -> Path | None:
+        cache = Path(os.environ.get("LETTA_GATEWAY_CACHE") or Path.home() / ".cache" / "letta-gateway")
+        cached = cache / f"runtime-sdk-py{python_version(py)}"
+        if (cached / ".complete").is_file():
+            return cached
+        cmd = [py, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--target", str(dest), "boto3"]
+        _run_build(cmd, env.tmp / "build-runtime-sdk.log")
+        return None
+
+    return artifact(env, "runtime-sdk", build)
+
+
 # ------------------------------------------------------------------------------------------------ 3. cold start
 
 COLD_PROBE = r"""
@@ -999,7 +1166,7 @@ t0 = time.perf_counter()
 import importlib
 mod = importlib.import_module(sys.argv[1])
 t1 = time.perf_counter()
-out = {"import_s": t1 - t0, "modules": len(sys.modules)}
+out = {"import_s": t1 - t0, "modules": len(sys.modules), "file": getattr(mod, "__file__", "") or ""}
 if len(sys.argv) > 2:
     event = json.load(open(sys.argv[2]))
     class Ctx:
@@ -1014,6 +1181,7 @@ if len(sys.argv) > 2:
     out["first_turn_s"] = t2 - t1
     out["total_s"] = t2 - t0
     out["modules"] = len(sys.modules)
+out["module_names"] = sorted(sys.modules)
 print("COLD " + json.dumps(out))
 """
 
@@ -1023,8 +1191,11 @@ from aws_lambda_powertools.utilities import parameters  # noqa
 from letta_gateway.handler import handler, app  # noqa
 """
 
+LAMBDA_VARIANTS = ("lambda-bytecode", "lambda-sources")
 
-def run_cold(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+
+def run_cold(argv: list[str], env: dict[str, str], expect_under: str = "") -> dict[str, Any]:
+    """One fresh process running COLD_PROBE; `expect_under`: the imported module must come from this directory."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -1039,7 +1210,75 @@ def run_cold(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     line = next(x for x in out.decode().splitlines() if x.startswith("COLD "))
     data = json.loads(line[5:])
     data["wall_s"] = wall
+    if expect_under and not data["file"].startswith(expect_under + os.sep):
+        raise RuntimeError(f"cold probe imported {data['file']}, not the copy under {expect_under}")
     return data
+
+
+def compiled_code(env: Env) -> Path:
+    """The gateway's package (functions/, or BENCH_FUNCTIONS) and the benchmark's modules, copied and compiled to
+    unchecked-hash .pyc by the bench's interpreter, as functions/Makefile ships the function code with bytecode."""
+    dest = env.tmp / "compiled"
+    shutil.copytree(
+        Path(procs.functions_dir()) / "letta_gateway",
+        dest / "letta_gateway",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    for name in ("naive_app.py", "floor_app.py"):
+        shutil.copy2(BENCH / name, dest / name)
+    (dest / "eager_then_handler.py").write_text(EAGER_THEN_HANDLER)
+    subprocess.run(
+        [procs.python(), "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", str(dest)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return dest
+
+
+def lambda_like(env: Env) -> tuple[str, dict[str, list[str]], dict[str, str], str]:
+    """The Lambda-like pair: (python3.12, argv per variant, their environment, the function dir), built with the
+    repo's Makefiles for this machine's architecture. Raises RuntimeError(why) when it cannot be set up."""
+    host = host_layer_platform()
+    if not host:
+        raise RuntimeError(f"no manylinux platform tag for this machine ({platform.machine()})")
+    py, why = runtime_python()
+    if not py:
+        raise RuntimeError(why)
+    fn = function_artifact(env)
+    sdk = runtime_sdk(env)
+    layers = {
+        "lambda-bytecode": layer_artifact(env, host, bytecode=True),
+        "lambda-sources": layer_artifact(env, host, bytecode=False),
+    }
+    argv = {}
+    for name, layer in layers.items():
+        # as in Lambda: /var/task, then /opt/python, then the runtime's own packages (boto3)
+        paths = [str(fn), str(layer / "python"), str(sdk)]
+        argv[name] = [py, "-c", f"import sys; sys.path[:0] = {paths!r}\n{COLD_PROBE}", "letta_gateway.handler"]
+    lambda_env = {
+        "PATH": os.pathsep.join([str(Path(py).parent), "/usr/bin", "/bin"]),
+        "HOME": str(env.tmp),
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",  # /var/task and /opt are read-only in Lambda: nothing compiled survives
+        "GATEWAY_API_KEYS": wl.GATEWAY_KEY,
+        "LETTA_API_KEY": wl.LETTA_KEY,
+        "LETTA_HTTP_CLIENT": "httpx",
+        "GATEWAY_LOG_LEVEL": "WARNING",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }
+    return f"{py} ({python_version(py)})", argv, lambda_env, str(fn)
+
+
+def _module_gap(more: list[str], fewer: list[str]) -> tuple[int, str]:
+    extra = set(more) - set(fewer)
+    tops: dict[str, int] = {}
+    for name in extra:
+        top = name.split(".")[0]
+        tops[top] = tops.get(top, 0) + 1
+    return len(extra), ", ".join(f"{k} {n}" for k, n in sorted(tops.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def cold_phase(env: Env, cfg: Config, report: Report) -> None:
@@ -1057,8 +1296,7 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
             event["multiValueHeaders"][key] = [auth]
     event_path = env.tmp / "cold-chat-event.json"
     event_path.write_text(json.dumps(event))
-    eager_path = env.tmp / "eager_then_handler.py"
-    eager_path.write_text(EAGER_THEN_HANDLER)
+    code = compiled_code(env)
 
     base = child_env(
         GATEWAY_API_KEYS=wl.GATEWAY_KEY,
@@ -1068,8 +1306,11 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         LETTA_HTTP_CLIENT="httpx",  # the Lambda layer's transport (it has no aiohttp)
     )
     base.pop("LETTA_BASE_URL", None)
+    # the compiled copy in place of functions/ and bench/ (their sources are not on the path at all)
+    sources = {os.path.normpath(procs.functions_dir()), os.path.normpath(str(BENCH))}
+    rest = [p for p in base["PYTHONPATH"].split(os.pathsep) if p and os.path.normpath(p) not in sources]
+    base["PYTHONPATH"] = os.pathsep.join([str(code), *rest])
     turn_env = dict(base, LETTA_BASE_URL=env.double_url, GATEWAY_STATE_PATH=str(env.tmp / "cold.sqlite3"))
-    turn_env["PYTHONPATH"] = f"{env.tmp}{os.pathsep}{turn_env['PYTHONPATH']}"
     py = procs.python()
     variants: dict[str, tuple[list[str], dict[str, str]]] = {
         "handler": ([py, "-c", COLD_PROBE, "letta_gateway.handler"], base),
@@ -1079,14 +1320,36 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "handler+turn": ([py, "-c", COLD_PROBE, "letta_gateway.handler", str(event_path)], turn_env),
         "eager+handler+turn": ([py, "-c", COLD_PROBE, "eager_then_handler", str(event_path)], turn_env),
     }
+    expect = dict.fromkeys(variants, str(code))
+    lambda_why = lambda_py = ""
+    try:
+        lambda_py, lambda_argv, lambda_env, fn_dir = lambda_like(env)
+        for name in LAMBDA_VARIANTS:
+            variants[name] = (lambda_argv[name], lambda_env)
+            expect[name] = fn_dir
+    except RuntimeError as error:
+        lambda_why = str(error)
+        log(f"cold start: Lambda-like pair unavailable: {lambda_why}")
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in variants}
-    log(f"cold start: 1 warm-up + {cfg.cold_runs} fresh processes per variant, interleaved")
+    log(f"cold start: 1 warm-up + {cfg.cold_runs} fresh processes per variant ({len(variants)}), interleaved")
     for i in range(cfg.cold_runs + 1):
         names = list(variants)
         names = names[i % len(names) :] + names[: i % len(names)]
         for name in names:
+            if name not in variants:
+                continue
             argv, e = variants[name]
-            result = run_cold(argv, e)
+            try:
+                result = run_cold(argv, e, expect[name])
+            except (RuntimeError, subprocess.SubprocessError, StopIteration, ValueError) as error:
+                if name not in LAMBDA_VARIANTS:
+                    raise
+                lambda_why = f"{name} probe failed: {str(error)[-300:]}"
+                log(f"cold start: Lambda-like pair dropped: {lambda_why}")
+                for k in LAMBDA_VARIANTS:
+                    variants.pop(k, None)
+                    runs.pop(k, None)
+                continue
             if i > 0:
                 runs[name].append(result)
     imp = {k: sp([r["import_s"] * 1000 for r in v]) for k, v in runs.items()}
@@ -1142,6 +1405,25 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "",
         "info",
     )
+    lambda_label = (
+        "Lambda-like (Python 3.12, built artifacts): import handler from the bytecode layer vs a layer of sources"
+    )
+    lambda_ok = all(k in runs for k in LAMBDA_VARIANTS)
+    if lambda_ok:
+        b, s = runs["lambda-bytecode"], runs["lambda-sources"]
+        lambda_ratio = sp([x["import_s"] / y["import_s"] for x, y in zip(b, s, strict=True)])
+        lambda_saved = sp([(y["import_s"] - x["import_s"]) * 1000 for x, y in zip(b, s, strict=True)])
+        report.add(
+            "3 cold start",
+            lambda_label,
+            f"bytecode layer: {imp['lambda-bytecode'].fmt(0)} ms (process {wall['lambda-bytecode'].fmt(0)} ms)",
+            f"sources layer: {imp['lambda-sources'].fmt(0)} ms (process {wall['lambda-sources'].fmt(0)} ms)",
+            f"×{lambda_ratio.fmt(3)} ({lambda_saved.fmt(0)} ms less per cold start)",
+            "",
+            "info",
+        )
+    else:
+        report.add("3 cold start", lambda_label, "n/a", lambda_why[:300], "", "", "info")
     lines = [
         f"Fresh `python` processes, {cfg.cold_runs} measured per variant after one warm-up run each; variants "
         f"interleaved. {pyc_note()} 'import' is measured inside the process around "
@@ -1160,8 +1442,12 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "floor": "stack floor (bench/floor_app.py: FastAPI + Mangum, one route with a pydantic body)",
         "handler+turn": "`letta_gateway.handler` + first chat turn (lazy imports paid here)",
         "eager+handler+turn": "eager imports + `letta_gateway.handler` + first chat turn",
+        "lambda-bytecode": "Lambda-like, Python 3.12: built function + bytecode layer (as shipped)",
+        "lambda-sources": "Lambda-like, Python 3.12: built function + layer of sources (no bytecode step)",
     }
     for k, label in names.items():
+        if k not in runs:
+            continue
         extra = f" (first turn {turn_only[k].fmt(0)})" if k in turn_only else ""
         lines.append(f"| {label} | {imp[k].fmt(0)}{extra} | {wall[k].fmt(0)} | {mods[k]} |")
     lines += [
@@ -1171,21 +1457,64 @@ def cold_phase(env: Env, cfg: Config, report: Report) -> None:
         "worth on the first chat turn: "
         "the deferred imports are paid by the first turn instead of the init phase, minus what is never imported "
         "at all on that path (boto3 for a plain turn with keys from the environment).",
+        "",
+        *lambda_prose(runs, lambda_py, lambda_why),
     ]
     lines += ["", *import_breakdown(variants["handler"][1], variants["naive"][1])]
     report.detail("3 cold start", lines)
 
 
+def lambda_prose(runs: dict[str, list[dict[str, Any]]], py: str, why: str) -> list[str]:
+    """The paragraph on the Lambda-like pair."""
+    host = host_layer_platform() or platform.machine()
+    what = (
+        "The Lambda-like pair builds the artifacts the way `sam build` does (template.yaml: `BuildMethod: "
+        "makefile`): functions/Makefile `build-GatewayFunction` (the package plus its unchecked-hash .pyc for "
+        f"Python 3.12) and layers/dependencies/Makefile `build-DependenciesLayer`, here with PLATFORM={host} "
+        "because the shipped arm64 layer cannot be imported on this machine (the same pins; every .py replaced by "
+        "its .pyc). Its twin is the Makefile's pip install alone (`--no-compile`, no bytecode step): a layer of "
+        "sources. Each runs `import letta_gateway.handler` in a fresh `python3.12` process whose environment holds "
+        "only PATH, HOME, LANG, PYTHONDONTWRITEBYTECODE=1, the gateway's and Letta's keys, LETTA_HTTP_CLIENT=httpx, "
+        "GATEWAY_LOG_LEVEL, the AWS region and AWS_EC2_METADATA_DISABLED, with sys.path starting with the function "
+        "dir, the layer's python/ and boto3 (installed apart: the Lambda runtime ships it, the layer does not) in "
+        "that order, as /var/task, /opt/python and the runtime's packages in Lambda. Lambda's /var/task and /opt are "
+        "read-only, so a layer of sources is compiled again on every cold start; the pair measures that cost."
+    )
+    if not all(k in runs for k in LAMBDA_VARIANTS):
+        return [f"{what} Not measured in this run: {why}."]
+    lines = [f"{what} Interpreter: {py}."]
+    count, tops = _module_gap(runs["lambda-bytecode"][0]["module_names"], runs["lambda-sources"][0]["module_names"])
+    if count:
+        note = (
+            f" The bytecode layer loads {count} modules the sources layer does not ({tops})"
+            if tops
+            else f" The bytecode layer loads {count} more modules"
+        )
+        if "anyio" in tops:
+            note += (
+                ": anyio's lazy importer (anyio/_lazyimport.py) builds its map by parsing the package's source with "
+                "`ast`, and without the source it imports its submodules eagerly"
+            )
+        lines[0] += note + "."
+    return lines
+
+
 def pyc_note() -> str:
-    """Whether this run's imports compile the gateway's sources (as in Lambda, whose function code ships without
-    .pyc files; the layer's packages are compiled by pip at build time, as here)."""
+    """What the measured imports compile: nothing of the gateway's or the benchmark's modules (a compiled copy, as
+    the shipped function artifact has its bytecode); installed packages have their .pyc from pip."""
+    compiled = (
+        "The gateway's package (functions/letta_gateway) and the benchmark's modules (naive_app, floor_app, the "
+        "eager-imports script) are imported from a copy compiled by this interpreter with `compileall "
+        "--invalidation-mode unchecked-hash`, not from their sources: the shipped function artifact carries its "
+        "bytecode (functions/Makefile), so no variant pays for compiling its own code; installed packages have "
+        "their .pyc from pip."
+    )
     if os.environ.get("PYTHONDONTWRITEBYTECODE") or sys.flags.dont_write_bytecode:
         return (
-            "PYTHONDONTWRITEBYTECODE is set on this machine, so modules without a .pyc (the gateway's own, the "
-            "benchmark's modules) are compiled on every import, as the function code is in Lambda; installed "
-            "packages have theirs from pip."
+            f"{compiled} PYTHONDONTWRITEBYTECODE is set on this machine, so nothing is written during the runs; a "
+            "module without a .pyc would be compiled on every import."
         )
-    return "The warm-up run writes .pyc files for every module, so no variant compiles sources when measured."
+    return f"{compiled} The warm-up run writes .pyc files for anything else, so no variant compiles when measured."
 
 
 def import_breakdown(gateway_env: dict[str, str], naive_env: dict[str, str]) -> list[str]:
@@ -1587,40 +1916,40 @@ def size_phase(env: Env, report: Report) -> None:
         import re
 
         text = Path(log_path).read_text(errors="replace")
-        m1 = re.search(r"DependenciesLayer unzipped:\s+([\d.]+) MB", text)
+        m1 = re.search(r"DependenciesLayer\s+unzipped:\s+([\d.]+) MB", text)
         m2 = re.search(r"GatewayFunction\s+unzipped:\s+([\d.]+) MB", text)
         if m1 and m2:
             layer_mb, function_mb = float(m1.group(1)), float(m2.group(1))
             source = f"read from `.ci/template-check` output ({log_path}): `sam build` for arm64"
+    fallback = ""
     if layer_mb is None:
-        target = env.tmp / "layer"
-        cmd = [
-            procs.python(),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-compile",
-            "--disable-pip-version-check",
-            "--target",
-            str(target),
-            "--platform",
-            "manylinux2014_aarch64",
-            "--python-version",
-            "3.12",
-            "--implementation",
-            "cp",
-            "--only-binary=:all:",
-            "-r",
-            str(ROOT / "layers/dependencies/requirements.txt"),
-        ]
         try:
-            subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+            layer_dir = layer_artifact(env, LAYER_PLATFORM, bytecode=True)
+            function_dir = function_artifact(env)
+            layer_mb, function_mb = tree_size(layer_dir) / 1e6, tree_size(function_dir) / 1e6
+            source = (
+                f"computed: `make -C layers/dependencies build-DependenciesLayer` (default PLATFORM={LAYER_PLATFORM}: "
+                "the pinned wheels for arm64 / CPython 3.12, every .py replaced by its .pyc) and `make -C functions "
+                f"build-GatewayFunction` (the package plus its .pyc), both with {runtime_python()[0]}: what `sam "
+                "build` runs (template.yaml: `BuildMethod: makefile`); whole artifact dirs (the layer's including its "
+                "python/) summed like `.ci/template-check` does"
+            )
+        except RuntimeError as error:
+            fallback = str(error)
+            log(f"size: the Makefile builds are unavailable ({fallback}); falling back to pip without bytecode")
+    if layer_mb is None:
+        target = env.tmp / "layer-pip"
+        try:
+            subprocess.run(
+                layer_pip(procs.python(), target, LAYER_PLATFORM), check=True, capture_output=True, timeout=300
+            )
             layer_mb = tree_size(target) / 1e6
             source = (
-                "computed: `pip install --no-compile --target` of layers/dependencies/requirements.txt for the "
-                "Lambda platform (manylinux2014_aarch64, CPython 3.12, wheels only, as `sam build` resolves it), "
-                "plus functions/ without `__pycache__` and egg-info; sizes summed like `.ci/template-check` does"
+                f"computed WITHOUT bytecode, because the Makefile builds were unavailable ({fallback}): "
+                "`pip install --no-compile --target` of layers/dependencies/requirements.txt for the Lambda platform "
+                f"({LAYER_PLATFORM}, CPython 3.12, wheels only), plus functions/ without `__pycache__` and egg-info "
+                "(sources only; the shipped artifacts replace or join them by .pyc, so their sizes differ); sizes "
+                "summed like `.ci/template-check` does"
             )
         except (subprocess.SubprocessError, OSError) as error:
             stderr = getattr(error, "stderr", b"") or b""
@@ -1642,7 +1971,7 @@ def size_phase(env: Env, report: Report) -> None:
             "5 footprint",
             "Lambda layer + function, unzipped",
             f"{total:.2f} MB (layer {layer_mb:.2f} + function {function_mb:.2f})",
-            "",
+            f"sources only, no bytecode ({fallback[:200]})" if fallback else "",
             "",
             "≤ 20 MB",
             verdict(total <= 20.0),
