@@ -31,6 +31,9 @@ from .errors import (
 from .letta_http import Connection, RawResponse, connect
 from .settings import Settings
 
+# A run in any other state may still be sending its answer (or failed: nothing to replay).
+FINISHED_RUN_STATUSES = frozenset({"completed"})
+
 
 @dataclass(frozen=True)
 class AgentInfo:
@@ -417,9 +420,15 @@ class LettaAgents:
         }
 
     async def find_answering_run(
-        self, agent_id: str, tool_call_ids: Sequence[str], conversation_id: str | None = None, recent: int = 20
+        self,
+        agent_id: str,
+        tool_call_ids: Sequence[str],
+        conversation_id: str | None = None,
+        recent: int = 20,
+        finished: bool = False,
     ) -> str | None:
-        """The thread's recent run whose input answered exactly these tool calls, if any."""
+        """The thread's recent run whose input answered exactly these tool calls, if any (with `finished`, only if
+        that run has completed)."""
         wanted = set(tool_call_ids)
         scope: dict[str, Any] = {"conversation_id": conversation_id} if conversation_id else {"agent_id": agent_id}
         try:
@@ -427,6 +436,8 @@ class LettaAgents:
             page = await raw.json()
             runs = page if isinstance(page, list) else page.get("items") or []
             for run in runs:
+                if finished and run.get("status") not in FINISHED_RUN_STATUSES:
+                    continue
                 raw = await self._reader().runs.messages.with_raw_response.list(run["id"], order="asc", limit=50)
                 listed = await raw.json()
                 messages = listed if isinstance(listed, list) else listed.get("items") or []

@@ -35,6 +35,8 @@ from .store import (
     AlreadyAnswered,
     PendingApprovals,
     PendingRecord,
+    ResumeInProgress,
+    ResumeUnconfirmed,
     StaleResume,
     ToolCallEntry,
     ToolResultsAlreadySubmitted,
@@ -353,6 +355,9 @@ class Gateway:
             except AlreadyAnswered as answered:
                 log.info("tool results already answered: replaying", run_id=answered.run_id)
                 return _Turn(agent, [], tools, None, conversation, replay_run=answered.run_id, auto=auto)
+            except ResumeUnconfirmed as unconfirmed:
+                answered = await self._confirm(unconfirmed.record, agent)
+                return _Turn(agent, [], tools, None, conversation, replay_run=answered, auto=auto)
             except StaleResume as stale:
                 recovered = await self._recover(stale.record, agent)
                 if isinstance(recovered, str):
@@ -471,6 +476,21 @@ class Gateway:
             return str(known["conversation_id"]) if known else created
         log.info("created a conversation for a chat", conversation_id=created)
         return created
+
+    async def _confirm(self, record: PendingRecord, agent: AgentInfo) -> str:
+        """Another request claimed these tool results within its lease. A successful resume records nothing after
+        its claim (one write per resume), so Letta tells the rest: a finished run that answered them is replayed
+        (and the record marked done, so later retries need no search); otherwise that request is still at it."""
+        ids = [c.id for c in record.tool_calls]
+        run_id = await self.agents.find_answering_run(agent.id, ids, record.conversation_id, finished=True)
+        if run_id is None:
+            raise ResumeInProgress(
+                "These tool results are being submitted to the agent by another request. Retry shortly.",
+                headers={"Retry-After": "2"},
+            )
+        await asyncio.to_thread(self.approvals.complete, record, run_id)
+        log.info("tool results already answered: replaying", run_id=run_id)
+        return run_id
 
     async def _recover(self, record: PendingRecord, agent: AgentInfo) -> PendingRecord | str:
         """A request claimed these tool results and died before finishing. Letta knows whether they arrived: if the
@@ -651,9 +671,7 @@ class Gateway:
                 await asyncio.to_thread(self.approvals.complete, claim, run_id)
             raise
         if pause is not None:
-            await self._save_pause(principal, turn, pause, run_id)
-        elif claim is not None:
-            await asyncio.to_thread(self.approvals.complete, claim, run_id)
+            await self._save_pause(principal, turn, pause, run_id)  # also records which run answered the claim
         _count_turn(claim, pause, completion.usage)
         await self._remember_issued(principal, turn, [c.id for c in completion.choices[0].message.tool_calls or ()])
         return completion
@@ -713,9 +731,7 @@ class Gateway:
                     yield sse.KEEPALIVE
                     continue
                 if not accepted:
-                    # Letta is answering: it accepted the request.
-                    if claim is not None:
-                        await asyncio.to_thread(self.approvals.complete, claim, event.get("run_id"))
+                    # Letta is answering: it accepted the request (a claim stays as it is: see _confirm).
                     if turn.idem is not None:
                         await asyncio.to_thread(
                             self.idempotency.finish, turn.idem, turn.fingerprint, event.get("run_id")

@@ -78,7 +78,8 @@ def test_200_concurrent_tool_round_trips(
     assert [r.endswith(f"=result-{i}") for i, r in enumerate(results)] == [True] * CONVERSATIONS
     assert [len(letta.approvals_received(a.id)) for a in agents] == [1] * CONVERSATIONS
     records = [backend.get(thread_key(a.id, None)) for a in agents]
-    assert {r.status for r in records if r is not None} == {"done"} and None not in records
+    # every pause claimed exactly once; a claim stays as it is unless a retry had Letta confirm it (then done)
+    assert {r.status for r in records if r is not None} <= {"resuming", "done"} and None not in records
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]
     print(

@@ -13,6 +13,7 @@ from letta_gateway.store import (
     PendingApprovals,
     PendingBackend,
     ResumeInProgress,
+    ResumeUnconfirmed,
     ToolCallEntry,
     ToolCallsNotFound,
     ToolResultsAlreadySubmitted,
@@ -69,13 +70,13 @@ def test_claim_is_order_independent_and_moves_to_resuming(approvals: PendingAppr
     assert [c.id for c in claimed.tool_calls] == ["call_1", "call_2"]
 
 
-def test_second_claim_is_in_progress_then_answered_by_the_resume_run(approvals: PendingApprovals) -> None:
+def test_second_claim_is_unconfirmed_then_answered_by_the_resume_run(approvals: PendingApprovals) -> None:
     pause(approvals)
     claimed = claim(approvals)
-    with pytest.raises(ResumeInProgress) as info:
-        claim(approvals)
-    assert info.value.status_code == 409 and info.value.headers["Retry-After"]
-    approvals.complete(claimed, "run-2")
+    with pytest.raises(ResumeUnconfirmed) as info:
+        claim(approvals)  # only Letta knows whether the first claim's request is still running
+    assert info.value.record == claimed
+    approvals.complete(claimed, "run-2")  # what a retry records once Letta showed the answering run
     stored = approvals.backend.get(thread_key("agent-1", None))
     assert stored is not None and stored.status == "done" and stored.resume_run_id == "run-2"
     with pytest.raises(AlreadyAnswered) as answered:
@@ -192,7 +193,7 @@ def test_exactly_one_of_many_concurrent_claims_wins(
         try:
             claim(a)
             outcomes.append("won")
-        except ResumeInProgress:
+        except ResumeUnconfirmed:
             outcomes.append("in_progress")
 
     threads = [threading.Thread(target=race, args=(a,)) for a in instances]
@@ -214,7 +215,7 @@ def _claim_in_process(path: str, start: float, out: object) -> None:
     try:
         claim(approvals)
         out.put("won")  # type: ignore[attr-defined]
-    except ResumeInProgress:
+    except ResumeUnconfirmed:
         out.put("in_progress")  # type: ignore[attr-defined]
 
 
@@ -244,7 +245,7 @@ def test_a_claim_without_a_live_owner_is_stale_and_taken_over_once(approvals: Pe
     pause(approvals)
     claim(approvals)
     clock.now += approvals.lease_seconds - 1
-    with pytest.raises(ResumeInProgress):
+    with pytest.raises(ResumeUnconfirmed):
         claim(approvals)
     clock.now += 2
     with pytest.raises(StaleResume) as stale:

@@ -160,6 +160,15 @@ class StaleResume(Exception):
         self.record = record
 
 
+class ResumeUnconfirmed(Exception):
+    """These tool results were claimed by a request within its lease, which records nothing more once Letta takes
+    them: only Letta can tell whether that request is still running or already answered (then replay it)."""
+
+    def __init__(self, record: PendingRecord) -> None:
+        super().__init__(record.thread_key)
+        self.record = record
+
+
 class AlreadyAnswered(Exception):
     """These tool results were already accepted by Letta; `run_id` is the run that answered them."""
 
@@ -270,10 +279,7 @@ class PendingApprovals:
         if record.status == "resuming" and now - record.updated_at > self.lease_seconds:
             return StaleResume(record)
         if record.status == "resuming":
-            return ResumeInProgress(
-                "These tool results are being submitted to the agent by another request. Retry shortly.",
-                headers={"Retry-After": "2"},
-            )
+            return ResumeUnconfirmed(record)
         return ToolResultsAlreadySubmitted(
             "These tool calls were already answered (or denied when a new message arrived); the agent has "
             "continued since.",
