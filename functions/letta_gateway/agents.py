@@ -31,9 +31,6 @@ from .errors import (
 from .letta_http import Connection, RawResponse, connect
 from .settings import Settings
 
-# A run in any other state may still be sending its answer (or failed: nothing to replay).
-FINISHED_RUN_STATUSES = frozenset({"completed"})
-
 
 @dataclass(frozen=True)
 class AgentInfo:
@@ -100,15 +97,21 @@ def status_error(status: int, body: object, retry_after: str | None) -> GatewayE
     return UpstreamError(f"Letta failed with HTTP {status}.")
 
 
+def _aiohttp_cause(error: BaseException) -> BaseException | None:
+    """The aiohttp exception in `error`'s chain of causes, if any."""
+    cause: BaseException | None = error
+    for _ in range(8):  # chains are short; the bound only guards against a cyclic one
+        if cause is None or type(cause).__module__.startswith("aiohttp."):
+            return cause
+        cause = cause.__cause__
+    return None
+
+
 def _aiohttp_failure(error: BaseException) -> GatewayError | None:
     """Classifies a failure of the aiohttp transport by aiohttp's own exception, which the transport chains under
     a coarser httpx one (it reports a server that closed the connection mid-answer as a connect timeout)."""
-    cause: BaseException | None = error
-    for _ in range(4):
-        if cause is None or type(cause).__module__.startswith("aiohttp."):
-            break
-        cause = cause.__cause__
-    if cause is None or not type(cause).__module__.startswith("aiohttp."):
+    cause = _aiohttp_cause(error)
+    if cause is None:
         return None
     import aiohttp
 
@@ -436,7 +439,7 @@ class LettaAgents:
             page = await raw.json()
             runs = page if isinstance(page, list) else page.get("items") or []
             for run in runs:
-                if finished and run.get("status") not in FINISHED_RUN_STATUSES:
+                if finished and run.get("status") != "completed":  # still answering, or failed: nothing to replay
                     continue
                 raw = await self._reader().runs.messages.with_raw_response.list(run["id"], order="asc", limit=50)
                 listed = await raw.json()

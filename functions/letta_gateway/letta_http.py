@@ -13,7 +13,8 @@ httpx-aiohttp) and httpx (letta-client's own httpx client, the Lambda layer's). 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 
@@ -105,12 +106,13 @@ class _AiohttpResponse:
     async def lines(self) -> AsyncIterator[str]:
         # Split by hand: aiohttp's own line reader refuses lines longer than its buffer, and an SSE event (a tool
         # call's arguments) can be longer than that.
-        pending = b""
+        pending = bytearray()
         async for chunk in self._response.content.iter_chunked(self.CHUNK):
             pending += chunk
             if b"\n" not in chunk:
                 continue
-            *complete, pending = pending.split(b"\n")
+            *complete, rest = pending.split(b"\n")
+            pending = bytearray(rest)
             for line in complete:
                 yield line.rstrip(b"\r").decode("utf-8", errors="replace")
         if pending:
@@ -156,6 +158,8 @@ def connect(
     # Idle connections are dropped well before a server's keep-alive timeout (uvicorn: 5 s), so a request is never
     # written to a connection the server is closing: such a failure would be ambiguous for a write.
     keepalive = 2.0
+    root = base_url.rstrip("/")
+    hot: Callable[[Mapping[str, str]], HotPath]
     if transport == "aiohttp":
         import aiohttp
         from httpx_aiohttp import AiohttpTransport
@@ -169,14 +173,10 @@ def connect(
             ),
         )
         http: Any = letta_client.DefaultAioHttpClient(timeout=timeout, transport=AiohttpTransport(client=session))
+        hot = partial(AiohttpHotPath, session, root)
     else:
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100, keepalive_expiry=keepalive)
         http = letta_client.DefaultAsyncHttpxClient(timeout=timeout, limits=limits)
+        hot = partial(HttpxHotPath, http, root)
     sdk = letta_client.AsyncLetta(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout, http_client=http)
-    root = base_url.rstrip("/")
-    hot: HotPath = (
-        AiohttpHotPath(session, root, _sdk_headers(sdk))
-        if transport == "aiohttp"
-        else HttpxHotPath(http, root, _sdk_headers(sdk))
-    )
-    return Connection(sdk, hot)
+    return Connection(sdk, hot(_sdk_headers(sdk)))

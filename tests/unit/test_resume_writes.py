@@ -5,6 +5,7 @@ are a separate, optional write per request)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -103,8 +104,6 @@ def test_a_resume_is_one_conditional_write_and_a_retry_is_answered_from_letta(
 def test_a_retry_while_the_first_submission_is_still_running_is_409(
     url: str, letta: LettaDouble, thread_ops: list[tuple[str, str]]
 ) -> None:
-    import threading
-
     agent = letta.add_agent("coder")
     with openai.OpenAI(base_url=f"{url}/v1", api_key=ALICE, max_retries=0) as client:
         messages = paused(client)
